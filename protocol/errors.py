@@ -1,0 +1,166 @@
+"""The one error root of deltaray and its typed subclasses.
+
+Invariants:
+- Every error deltaray raises on purpose derives from :class:`DeltaError`.
+- Class names follow delta-spark where delta-spark has one
+  (``ConcurrentAppendException`` and friends), so a Delta user recognises them.
+- Errors carry structured fields (versions, paths, feature names) as well as a
+  message, so callers can react without parsing text.
+- Every class is picklable (Ray ships errors between processes), so each
+  passes all its constructor arguments to ``Exception.__init__``.
+"""
+
+from __future__ import annotations
+
+
+class DeltaError(Exception):
+    """Root of every error deltaray raises on purpose."""
+
+
+# --- table and log shape ---------------------------------------------------
+
+
+class TableNotFoundError(DeltaError):
+    """The location holds no Delta table (no ``_delta_log`` or no commits)."""
+
+
+class TableAlreadyExistsError(DeltaError):
+    """A table was to be created where one already exists."""
+
+
+class InvalidTableError(DeltaError):
+    """The log is not a valid Delta table (missing protocol or metadata...)."""
+
+
+class MissingProtocolError(InvalidTableError):
+    """Replay found no ``protocol`` action."""
+
+
+class MissingMetadataError(InvalidTableError):
+    """Replay found no ``metaData`` action."""
+
+
+class VersionsNotContiguousError(InvalidTableError):
+    """The commit versions of a log segment have a gap.
+
+    ``versions`` is the list of versions found; ``missing`` the first gap as
+    ``(after, before)``.
+    """
+
+    def __init__(self, message: str, versions: list[int] | None = None) -> None:
+        super().__init__(message, versions)
+        self.versions = versions or []
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class VersionNotFoundError(DeltaError):
+    """The requested version (or timestamp) is not reachable in the log."""
+
+
+class CorruptLogError(DeltaError):
+    """A log file could not be parsed (bad JSON, bad parquet, bad checksum)."""
+
+
+class ChecksumMismatchError(CorruptLogError):
+    """Stored and computed checksums differ (``_last_checkpoint``, DV CRC-32)."""
+
+
+class DeletionVectorError(DeltaError):
+    """A deletion vector descriptor or payload is invalid."""
+
+
+# --- protocol support --------------------------------------------------------
+
+
+class UnsupportedProtocolError(DeltaError):
+    """The table needs a protocol version or feature deltaray does not implement.
+
+    Named after delta-spark's ``InvalidProtocolVersionException`` family; the
+    message names the version or the features.
+    """
+
+
+class InvalidProtocolVersionException(UnsupportedProtocolError):
+    """Reader or writer version outside what deltaray supports."""
+
+
+class UnsupportedTableFeatureException(UnsupportedProtocolError):
+    """The table lists reader/writer features deltaray does not implement."""
+
+
+class InvalidProtocolError(InvalidTableError):
+    """The protocol action itself breaks the spec's rules (e.g. reader 3, writer 5)."""
+
+
+# --- bad requests from writers ----------------------------------------------
+
+
+class InvalidCommitError(DeltaError):
+    """A commit request breaks a writer rule; nothing was written."""
+
+
+class AppendOnlyViolationError(InvalidCommitError):
+    """A commit removes data from a table with ``delta.appendOnly=true``."""
+
+
+class SchemaError(DeltaError):
+    """A schema string or type could not be parsed or is invalid."""
+
+
+# --- concurrency (delta-spark names) -----------------------------------------
+
+
+class DeltaConcurrentModificationException(DeltaError):
+    """A commit conflicts with a commit that won since its read version.
+
+    ``winning_version`` is the version of the winning commit that conflicted.
+    """
+
+    def __init__(self, message: str, winning_version: int | None = None) -> None:
+        super().__init__(message, winning_version)
+        self.winning_version = winning_version
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ProtocolChangedException(DeltaConcurrentModificationException):
+    """A winning commit changed the protocol."""
+
+
+class MetadataChangedException(DeltaConcurrentModificationException):
+    """A winning commit changed the metadata in a way that cannot be merged."""
+
+
+class ConcurrentTransactionException(DeltaConcurrentModificationException):
+    """A winning commit set the version of an app id this transaction read,
+    or wrote the same metadata domain."""
+
+
+class ConcurrentAppendException(DeltaConcurrentModificationException):
+    """A winning commit added files matching what this transaction read."""
+
+
+class ConcurrentDeleteReadException(DeltaConcurrentModificationException):
+    """A winning commit removed a file this transaction read."""
+
+
+class ConcurrentDeleteDeleteException(DeltaConcurrentModificationException):
+    """A winning commit removed a file this transaction also removes."""
+
+
+class CommitFailedError(DeltaError):
+    """The commit could not be written for a non-logical reason (I/O)."""
+
+
+class FileAlreadyExistsError(DeltaError):
+    """Put-if-absent found the target already present."""
+
+
+# --- maintenance ---------------------------------------------------------------
+
+
+class RetentionTooShortError(DeltaError):
+    """VACUUM asked for a retention below the table's, without ``force``."""

@@ -1,0 +1,194 @@
+"""Arrow layout of file actions (``add`` / ``remove``) and conversions to it.
+
+Invariants:
+- :data:`ADD_TYPE` / :data:`REMOVE_TYPE` are the one canonical Arrow layout of
+  reconciled file actions; every source (JSON commits, V1/V2 checkpoints,
+  sidecars) is normalised to it before reconciliation, so the rest of the
+  code never sees writer-specific column orders or integer widths.
+- Normalising never invents data: a field absent at the source is null.
+- The logical-file key is ``(path, deletionVector.uniqueId)``; :func:`file_key`
+  is the only place that forms it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from protocol.actions import AddFile, RemoveFile
+from protocol.deletion_vectors import unique_id_of
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+
+DV_TYPE = pa.struct(
+    [
+        pa.field("storageType", pa.string()),
+        pa.field("pathOrInlineDv", pa.string()),
+        pa.field("offset", pa.int32()),
+        pa.field("sizeInBytes", pa.int32()),
+        pa.field("cardinality", pa.int64()),
+    ]
+)
+
+ADD_TYPE = pa.struct(
+    [
+        pa.field("path", pa.string()),
+        pa.field("partitionValues", STRING_MAP),
+        pa.field("size", pa.int64()),
+        pa.field("modificationTime", pa.int64()),
+        pa.field("dataChange", pa.bool_()),
+        pa.field("stats", pa.string()),
+        pa.field("tags", STRING_MAP),
+        pa.field("deletionVector", DV_TYPE),
+        pa.field("baseRowId", pa.int64()),
+        pa.field("defaultRowCommitVersion", pa.int64()),
+        pa.field("clusteringProvider", pa.string()),
+    ]
+)
+
+REMOVE_TYPE = pa.struct(
+    [
+        pa.field("path", pa.string()),
+        pa.field("deletionTimestamp", pa.int64()),
+        pa.field("dataChange", pa.bool_()),
+        pa.field("extendedFileMetadata", pa.bool_()),
+        pa.field("partitionValues", STRING_MAP),
+        pa.field("size", pa.int64()),
+        pa.field("deletionVector", DV_TYPE),
+        pa.field("baseRowId", pa.int64()),
+        pa.field("defaultRowCommitVersion", pa.int64()),
+    ]
+)
+
+ADD_SCHEMA = pa.schema(list(ADD_TYPE))
+REMOVE_SCHEMA = pa.schema(list(REMOVE_TYPE))
+
+FileKey = tuple[str, str | None]
+
+
+def file_key(path: str, dv: dict[str, Any] | None) -> FileKey:
+    """The logical-file key of an action given its path and DV descriptor dict."""
+    if dv is None:
+        return (path, None)
+    return (path, unique_id_of(dv["storageType"], dv["pathOrInlineDv"], dv.get("offset")))
+
+
+def action_key(action: AddFile | RemoveFile) -> FileKey:
+    return (action.path, action.dv_unique_id)
+
+
+def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """Reshape ``array`` to ``target``: select/append struct fields by name, cast leaves."""
+    if isinstance(array, pa.ChunkedArray):
+        return pa.chunked_array([_conform(c, target) for c in array.chunks], type=target)
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(array.type):
+            return pa.nulls(len(array), target)
+        names = {array.type.field(i).name for i in range(array.type.num_fields)}
+        children = []
+        for field in target:
+            if field.name in names:
+                children.append(_conform(array.field(field.name), field.type))
+            else:
+                children.append(pa.nulls(len(array), field.type))
+        return pa.StructArray.from_arrays(
+            children, fields=list(target), mask=array.is_null() if array.null_count else None
+        )
+    if array.type == target:
+        return array
+    if pa.types.is_struct(array.type) and pa.types.is_map(target):
+        # A JSON-inferred struct cannot stand for a map; only null structs can.
+        return pa.nulls(len(array), target)
+    return array.cast(target)
+
+
+def conform_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, missing ones null."""
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(_conform(table.column(field.name), field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def struct_column_to_table(column: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
+    """Non-null rows of a struct column (``add`` of a checkpoint) as a flat table."""
+    if isinstance(column, pa.ChunkedArray):
+        chunks = column.chunks or [pa.nulls(0, column.type)]
+    else:
+        chunks = [column]
+    tables = []
+    for chunk in chunks:
+        if chunk.null_count:
+            chunk = chunk.filter(pc.is_valid(chunk))
+        if not pa.types.is_struct(chunk.type):
+            continue
+        flat = pa.Table.from_arrays(chunk.flatten(), names=[f.name for f in chunk.type])
+        tables.append(conform_table(flat, schema))
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def actions_to_table(actions: Sequence[AddFile | RemoveFile], schema: pa.Schema) -> pa.Table:
+    """Models to the canonical layout (unknown fields are not carried)."""
+    return pa.Table.from_pylist([a.to_json_dict() for a in actions], schema=schema)
+
+
+def json_bodies_to_table(bodies: Iterable[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Raw JSON action bodies (dicts) to the canonical layout, skipping pydantic."""
+    return pa.Table.from_pylist(list(bodies), schema=schema)
+
+
+def table_keys(table: pa.Table, indices: Iterable[int] | None = None) -> list[FileKey]:
+    """Logical-file keys of rows of a canonical table (all rows, or ``indices``)."""
+    if indices is not None:
+        table = table.take(pa.array(list(indices), type=pa.int64()))
+    paths = table.column("path").to_pylist()
+    if table.column("deletionVector").null_count == table.num_rows:
+        return [(p, None) for p in paths]
+    dvs = table.column("deletionVector").to_pylist()
+    return [file_key(p, dv) for p, dv in zip(paths, dvs, strict=True)]
+
+
+def arrow_to_json(value: Any, data_type: pa.DataType) -> Any:
+    """A ``to_pylist`` value back to the JSON the log holds, guided by its type.
+
+    Maps become objects, struct fields that are null are dropped (absent in
+    JSON), map values that are null are kept (a null partition value).
+    """
+    if value is None:
+        return None
+    if pa.types.is_map(data_type):
+        item_type = data_type.item_type
+        return {k: arrow_to_json(v, item_type) for k, v in value}
+    if pa.types.is_struct(data_type):
+        out = {}
+        for child in data_type:
+            item = value.get(child.name)
+            if item is not None:
+                out[child.name] = arrow_to_json(item, child.type)
+        return out
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        return [arrow_to_json(v, data_type.value_type) for v in value]
+    return value
+
+
+def column_as_json(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """Non-null rows of a (struct) column as JSON action bodies."""
+    if column.null_count:
+        column = column.filter(pc.is_valid(column))
+    return [arrow_to_json(v, column.type) for v in column.to_pylist()]
+
+
+def row_to_add(row: dict[str, Any]) -> AddFile:
+    return AddFile.model_validate(arrow_to_json(row, ADD_TYPE))
+
+
+def row_to_remove(row: dict[str, Any]) -> RemoveFile:
+    return RemoveFile.model_validate(arrow_to_json(row, REMOVE_TYPE))

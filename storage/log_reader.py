@@ -1,0 +1,220 @@
+"""Read the files of a log segment into actions and Arrow tables.
+
+Invariants:
+- Checkpoints are read column-selectively: only the top-level action columns
+  that exist in the file, and of ``add`` only the fields of the canonical
+  layout (``stats_parsed`` / ``partitionValues_parsed`` are never decoded
+  unless ``stats`` is absent).
+- V2 checkpoints (UUID-named JSON or parquet, and classic-named ones carrying
+  ``checkpointMetadata``) have their sidecars read concurrently; a sidecar
+  that is missing is a :class:`CorruptLogError`, never a silently smaller table.
+- A checkpoint yields the same :class:`TableState` whichever format holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+
+from protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
+from protocol.errors import CorruptLogError
+from protocol.file_actions import (
+    ADD_SCHEMA,
+    REMOVE_SCHEMA,
+    column_as_json,
+    struct_column_to_table,
+)
+from protocol.file_names import SIDECAR_DIR, LogFile
+from protocol.reconciliation import TableState, state_from_checkpoint
+from storage.log_store import LogStore
+
+ACTION_COLUMNS = (
+    "add",
+    "remove",
+    "metaData",
+    "protocol",
+    "txn",
+    "domainMetadata",
+    "checkpointMetadata",
+    "sidecar",
+)
+NON_FILE_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "checkpointMetadata")
+_FILE_FIELDS = {"add": ADD_SCHEMA.names, "remove": REMOVE_SCHEMA.names}
+
+
+def _parquet_columns(schema: pa.Schema, wanted: Sequence[str]) -> list[str]:
+    """Column selection for a checkpoint: file-action structs by needed leaves."""
+    columns: list[str] = []
+    for name in wanted:
+        if name not in schema.names:
+            continue
+        fields = _FILE_FIELDS.get(name)
+        struct_type = schema.field(name).type
+        if fields is None or not pa.types.is_struct(struct_type):
+            columns.append(name)
+            continue
+        present = {struct_type.field(i).name for i in range(struct_type.num_fields)}
+        columns.extend(f"{name}.{f}" for f in fields if f in present)
+        if name == "add" and "stats" not in present and "stats_parsed" in present:
+            columns.append("add.stats_parsed")
+    return columns
+
+
+def read_parquet_actions(
+    store: LogStore, path: str, wanted: Sequence[str] = ACTION_COLUMNS
+) -> pa.Table:
+    """Read the action columns of a checkpoint/sidecar parquet file at ``path``."""
+    try:
+        if isinstance(store.fs, LocalFileSystem):
+            parquet = pq.ParquetFile(path, memory_map=True)
+        else:
+            parquet = pq.ParquetFile(store.fs.open(path, "rb"))
+        columns = _parquet_columns(parquet.schema_arrow, wanted)
+        return parquet.read(columns=columns, use_threads=True)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+
+
+def _stats_from_parsed(table: pa.Table) -> pa.Table:
+    """Fill ``add.stats`` from ``add.stats_parsed`` when a writer only wrote the latter."""
+    from protocol.statistics import stats_from_arrow
+
+    add = table.column("add")
+    struct_type = add.type
+    names = [struct_type.field(i).name for i in range(struct_type.num_fields)]
+    if "stats" in names or "stats_parsed" not in names:
+        return table
+    combined = add.combine_chunks()
+    stats = pa.array(stats_from_arrow(combined.field("stats_parsed")), type=pa.string())
+    children = [combined.field(n) for n in names if n != "stats_parsed"] + [stats]
+    fields = [struct_type.field(n) for n in names if n != "stats_parsed"]
+    fields.append(pa.field("stats", pa.string()))
+    rebuilt = pa.StructArray.from_arrays(
+        children, fields=fields, mask=combined.is_null() if combined.null_count else None
+    )
+    return table.set_column(table.schema.get_field_index("add"), "add", rebuilt)
+
+
+def _non_file_actions(table: pa.Table) -> list[Action]:
+    actions: list[Action] = []
+    for name in NON_FILE_COLUMNS:
+        if name in table.column_names:
+            for body in column_as_json(table.column(name)):
+                action = action_from_wrapper({name: body})
+                if action is not None:
+                    actions.append(action)
+    return actions
+
+
+class CheckpointContents:
+    """What one checkpoint holds, file actions in the canonical layout."""
+
+    def __init__(self) -> None:
+        self.non_file_actions: list[Action] = []
+        self.sidecars: list[Sidecar] = []
+        self.adds: list[pa.Table] = []
+        self.removes: list[pa.Table] = []
+
+    def add_parquet_table(self, table: pa.Table) -> None:
+        if "add" in table.column_names:
+            table = _stats_from_parsed(table)
+            self.adds.append(struct_column_to_table(table.column("add"), ADD_SCHEMA))
+        if "remove" in table.column_names:
+            self.removes.append(struct_column_to_table(table.column("remove"), REMOVE_SCHEMA))
+        self.non_file_actions.extend(_non_file_actions(table))
+        if "sidecar" in table.column_names:
+            for body in column_as_json(table.column("sidecar")):
+                self.sidecars.append(Sidecar.model_validate(body))
+
+    def add_json_actions(self, actions: Sequence[Action]) -> None:
+        from protocol.actions import AddFile, RemoveFile
+        from protocol.file_actions import actions_to_table
+
+        adds = [a for a in actions if isinstance(a, AddFile)]
+        removes = [r for r in actions if isinstance(r, RemoveFile)]
+        if adds:
+            self.adds.append(actions_to_table(adds, ADD_SCHEMA))
+        if removes:
+            self.removes.append(actions_to_table(removes, REMOVE_SCHEMA))
+        for action in actions:
+            if isinstance(action, Sidecar):
+                self.sidecars.append(action)
+            elif not isinstance(action, (AddFile, RemoveFile)):
+                self.non_file_actions.append(action)
+
+
+def sidecar_path(store: LogStore, sidecar: Sidecar) -> str:
+    """Where a sidecar lives: a bare name is under ``_delta_log/_sidecars``."""
+    from urllib.parse import unquote
+
+    path = unquote(sidecar.path)
+    if "://" in sidecar.path or path.startswith("/"):
+        return store.fs._strip_protocol(sidecar.path)  # type: ignore[no-any-return]
+    return store.path_of(f"{SIDECAR_DIR}/{path}")
+
+
+def read_checkpoint(
+    store: LogStore, parts: Sequence[LogFile], *, max_workers: int = 8
+) -> CheckpointContents:
+    """Read every part of one checkpoint (and its sidecars) into canonical form."""
+    contents = CheckpointContents()
+    parquet_parts = [p for p in parts if p.name.endswith(".parquet")]
+    json_parts = [p for p in parts if p.name.endswith(".json")]
+    for part in json_parts:
+        contents.add_json_actions(parse_actions(store.read(part.name)))
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        tables = list(
+            pool.map(lambda p: read_parquet_actions(store, store.path_of(p.name)), parquet_parts)
+        )
+        for table in tables:
+            contents.add_parquet_table(table)
+        if contents.sidecars:
+            sidecar_paths = [sidecar_path(store, s) for s in contents.sidecars]
+
+            def read_sidecar(path: str) -> pa.Table:
+                try:
+                    return read_parquet_actions(store, path, ("add", "remove"))
+                except FileNotFoundError as exc:
+                    raise CorruptLogError(f"sidecar file missing: {path}") from exc
+
+            for table in pool.map(read_sidecar, sidecar_paths):
+                contents.add_parquet_table(table)
+    return contents
+
+
+def checkpoint_state(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
+    contents = read_checkpoint(store, parts)
+    adds = pa.concat_tables(contents.adds) if contents.adds else ADD_SCHEMA.empty_table()
+    removes = (
+        pa.concat_tables(contents.removes) if contents.removes else REMOVE_SCHEMA.empty_table()
+    )
+    return state_from_checkpoint(version, contents.non_file_actions, adds, removes)
+
+
+def read_commits(store: LogStore, files: Sequence[LogFile]) -> list[list[Action]]:
+    """Parsed actions of each commit (or compaction) file, in the given order."""
+    out = []
+    for file, data in zip(files, store.read_many([f.name for f in files]), strict=True):
+        try:
+            out.append(parse_actions(data))
+        except CorruptLogError as exc:
+            raise CorruptLogError(f"{file.name}: {exc}") from exc
+    return out
+
+
+def first_commit_info(data: bytes) -> dict[str, Any] | None:
+    """The ``commitInfo`` body of a commit file, if any (scans lines until found)."""
+    import json
+
+    for line in data.splitlines():
+        if b'"commitInfo"' in line:
+            body = json.loads(line).get("commitInfo")
+            return body if isinstance(body, dict) else None
+    return None
