@@ -49,7 +49,9 @@ class Metadata(ActionModel):
     name: str | None = None
     description: str | None = None
     format: Format = Field(default_factory=Format)
-    schema_string: str = Field(alias="schemaString")
+    # Required by the spec, yet absent in some delta-spark test logs; kept
+    # optional here (raw model) and required by TableConfiguration.
+    schema_string: str | None = Field(default=None, alias="schemaString")
     partition_columns: list[str] = Field(default_factory=list, alias="partitionColumns")
     created_time: int | None = Field(default=None, alias="createdTime")
     configuration: dict[str, str] = Field(default_factory=dict)

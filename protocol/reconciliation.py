@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -91,19 +90,22 @@ class TableState:
 
 
 def _drop_keys(table: pa.Table, keys: dict[FileKey, object], paths: set[str]) -> pa.Table:
-    """Rows of ``table`` whose key is not in ``keys`` (candidates found by path)."""
+    """Rows of ``table`` whose key is not in ``keys`` (candidates found by path).
+
+    Row order is not preserved: surviving candidates move to the end.
+    """
     if not paths or table.num_rows == 0:
         return table
     path_set = pa.array(list(paths), type=pa.string())
     candidate_mask = pc.is_in(table.column("path"), value_set=path_set)
     if not pc.any(candidate_mask).as_py():
         return table
-    candidates = np.flatnonzero(candidate_mask.to_numpy(zero_copy_only=False))
-    keep = np.ones(table.num_rows, dtype=bool)
-    for index, key in zip(candidates, table_keys(table, candidates), strict=True):
-        if key in keys:
-            keep[index] = False
-    return table.filter(pa.array(keep))
+    candidates = table.filter(candidate_mask)
+    survivors = [i for i, key in enumerate(table_keys(candidates)) if key not in keys]
+    rest = table.filter(pc.invert(candidate_mask))
+    if not survivors:
+        return rest
+    return pa.concat_tables([rest, candidates.take(pa.array(survivors, type=pa.int64()))])
 
 
 def apply_commits(

@@ -84,13 +84,13 @@ def read_parquet_actions(
 
 def _stats_from_parsed(table: pa.Table) -> pa.Table:
     """Fill ``add.stats`` from ``add.stats_parsed`` when a writer only wrote the latter."""
-    from protocol.statistics import stats_from_arrow
-
     add = table.column("add")
     struct_type = add.type
     names = [struct_type.field(i).name for i in range(struct_type.num_fields)]
     if "stats" in names or "stats_parsed" not in names:
         return table
+    from protocol.statistics import stats_from_arrow
+
     combined = add.combine_chunks()
     stats = pa.array(stats_from_arrow(combined.field("stats_parsed")), type=pa.string())
     children = [combined.field(n) for n in names if n != "stats_parsed"] + [stats]

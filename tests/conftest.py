@@ -1,0 +1,83 @@
+"""Session fixtures: one local Ray cluster and one local Spark, both started lazily.
+
+Ray: ``ray.init(num_cpus=2, include_dashboard=False)`` once per session, shut
+down at the end. Spark: ``local[2]`` once per session (PySpark 4 on Java 17).
+Tests that don't ask for them never start them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GOLDEN_ROOT = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "delta-spark-golden"
+if not GOLDEN_ROOT.exists():  # a fresh clone has shared/ beside it
+    GOLDEN_ROOT = Path(os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def golden_root() -> Path:
+    if not GOLDEN_ROOT.is_dir():
+        pytest.skip(f"golden tables not found at {GOLDEN_ROOT}")
+    return GOLDEN_ROOT
+
+
+@pytest.fixture
+def golden_copy(golden_root: Path, tmp_path: Path) -> Any:
+    """Copy a golden table to a temp dir (they are read-only) and return its path."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(golden_root / name, target)
+        for path in target.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        target.chmod(0o755)
+        return target
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    import ray
+
+    if not ray.is_initialized():
+        tmp = os.environ.get("RAY_TMPDIR") or tempfile.mkdtemp(prefix="ray", dir="/tmp")
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            namespace="deltaray-tests",
+            _temp_dir=tmp,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    if shutil.which("java") is None:
+        pytest.skip("PySpark needs Java 17, which is not on PATH")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("deltaray-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
