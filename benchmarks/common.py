@@ -1,0 +1,304 @@
+"""Benchmark harness: time work in fresh processes, compare with a peer, record results.
+
+Invariants:
+- Every measured run happens in a fresh Python process started with
+  ``python -m benchmarks.common`` (see :func:`measure_once`), so one engine's
+  imports, caches and allocations never pollute another's time or peak RSS.
+- Inside the child, ``setup`` (imports) and ``work`` are timed separately;
+  ``seconds`` is ``work`` only. Peak RSS is ``ru_maxrss`` of the child at the
+  end (imports included), reported in MB (10**6 bytes).
+- The OS page cache is left alone: "cold" means a cold process, not a cold
+  disk. The first repetition therefore warms the cache for later ones.
+- This module imports only the standard library at top level, because it is
+  the child's entry point.
+- Result files are JSON at ``benchmarks/results/<name>.json`` and always carry
+  ``unit``, ``ours``, ``peer`` and ``ratio`` (= ours / peer), plus ``machine``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One run of one target in one fresh process."""
+
+    seconds: float
+    """Wall time of ``work`` alone."""
+    setup_seconds: float
+    """Wall time of ``setup`` (imports) before it."""
+    peak_rss_mb: float
+    rss_after_setup_mb: float
+    result: Any
+    """What ``work`` returned (JSON-serialisable)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Repeated measurements of one target."""
+
+    label: str
+    runs: list[Measurement] = field(repr=False)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(r.seconds for r in self.runs)
+
+    @property
+    def min_s(self) -> float:
+        return min(r.seconds for r in self.runs)
+
+    @property
+    def median_setup_s(self) -> float:
+        return statistics.median(r.setup_seconds for r in self.runs)
+
+    @property
+    def peak_rss_mb(self) -> float:
+        return max(r.peak_rss_mb for r in self.runs)
+
+    @property
+    def result(self) -> Any:
+        return self.runs[-1].result
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "median_s": self.median_s,
+            "min_s": self.min_s,
+            "median_setup_s": self.median_setup_s,
+            "peak_rss_mb": self.peak_rss_mb,
+            "result": self.result,
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def _current_rss_mb() -> float:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except OSError:
+        return float("nan")
+
+
+def _peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # KiB on Linux, bytes on macOS.
+    return peak / 1e6 if sys.platform == "darwin" else peak * 1024 / 1e6
+
+
+def _resolve(spec: str) -> Callable[..., Any]:
+    module_name, _, attr = spec.partition(":")
+    target = getattr(importlib.import_module(module_name), attr)
+    if not callable(target):
+        raise TypeError(f"{spec} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def _child_main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.common")
+    parser.add_argument("--setup", default=None)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--args", default="[]", help="JSON list of positional args for work")
+    parser.add_argument("--out", required=True, help="file to write the measurement to")
+    ns = parser.parse_args(argv)
+    args = json.loads(ns.args)
+    start = time.perf_counter()
+    if ns.setup:
+        _resolve(ns.setup)()
+    work = _resolve(ns.work)
+    after_setup = time.perf_counter()
+    rss_after_setup = _current_rss_mb()
+    result = work(*args)
+    done = time.perf_counter()
+    measurement = Measurement(
+        seconds=done - after_setup,
+        setup_seconds=after_setup - start,
+        peak_rss_mb=_peak_rss_mb(),
+        rss_after_setup_mb=rss_after_setup,
+        result=result,
+    )
+    Path(ns.out).write_text(json.dumps(asdict(measurement)), encoding="utf-8")
+
+
+def measure_once(
+    work: str,
+    args: Sequence[Any] = (),
+    *,
+    setup: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+) -> Measurement:
+    """Run ``work(*args)`` in a fresh interpreter and measure it.
+
+    ``work`` and ``setup`` are ``"module:function"`` names importable from the
+    repository root; ``setup()`` runs first (untimed for ``seconds``: put the
+    imports there). ``args`` and the return value must be JSON-serialisable.
+    """
+    with tempfile.TemporaryDirectory(prefix="deltaray-bench-") as tmp:
+        out = Path(tmp) / "measurement.json"
+        command = [sys.executable, "-m", "benchmarks.common", "--work", work]
+        command += ["--args", json.dumps(list(args)), "--out", str(out)]
+        if setup is not None:
+            command += ["--setup", setup]
+        child_env = dict(os.environ)
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO_ROOT), *filter(None, [child_env.get("PYTHONPATH")])]
+        )
+        child_env.update(env or {})
+        proc = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            env=child_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"benchmark child {work} failed (exit {proc.returncode}):\n{proc.stderr}"
+            )
+        body = json.loads(out.read_text(encoding="utf-8"))
+    return Measurement(**body)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing to measure: a label, ``module:function`` names and arguments."""
+
+    label: str
+    work: str
+    args: tuple[Any, ...] = ()
+    setup: str | None = None
+
+
+def measure_interleaved(
+    targets: Sequence[Target], *, repeat: int = 5, progress: bool = True
+) -> dict[str, Summary]:
+    """Measure every target ``repeat`` times, alternating targets each round.
+
+    Interleaving spreads slow drifts of the machine (page cache, frequency
+    scaling, a neighbour) over all targets instead of penalising one.
+    """
+    runs: dict[str, list[Measurement]] = {t.label: [] for t in targets}
+    for round_index in range(repeat):
+        for target in targets:
+            m = measure_once(target.work, target.args, setup=target.setup)
+            runs[target.label].append(m)
+            if progress:
+                print(
+                    f"  [{round_index + 1}/{repeat}] {target.label:<12} {m.seconds:8.3f} s"
+                    f"  (setup {m.setup_seconds:.3f} s, peak RSS {m.peak_rss_mb:,.0f} MB)",
+                    flush=True,
+                )
+    return {label: Summary(label, r) for label, r in runs.items()}
+
+
+def _version_of(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _memory_total_mb() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def machine_info() -> dict[str, Any]:
+    """Where the numbers came from."""
+    return {
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu": _cpu_model(),
+        "memory_mb": _memory_total_mb(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "pyarrow": _version_of("pyarrow"),
+        "deltalake": _version_of("deltalake"),
+        "deltaray": _version_of("deltaray"),
+    }
+
+
+def write_result(name: str, result: dict[str, Any]) -> Path:
+    """Write ``result`` (plus machine info and a timestamp) to ``results/<name>.json``."""
+    missing = {"unit", "ours", "peer", "ratio"} - result.keys()
+    if missing:
+        raise ValueError(f"result for {name} lacks {sorted(missing)}")
+    body = {
+        "name": name,
+        **result,
+        "machine": machine_info(),
+        "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(body, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def print_ratio(
+    name: str, *, ours: float, peer: float, unit: str, goal: float | None = None
+) -> float:
+    """Print ``ours / peer`` (lower is better for times and bytes) and return it."""
+    ratio = ours / peer if peer else float("inf")
+    verdict = ""
+    if goal is not None:
+        verdict = f"  goal <= {goal:.2f}x: {'MET' if ratio <= goal else 'NOT MET'}"
+    print(f"{name}: ours {ours:.3f} {unit} / peer {peer:.3f} {unit} = {ratio:.2f}x{verdict}")
+    return ratio
+
+
+def print_table(rows: Sequence[Summary]) -> None:
+    """A small fixed-width table of summaries."""
+    header = f"{'engine':<12} {'median s':>9} {'min s':>8} {'setup s':>8} {'peak RSS MB':>12}"
+    print(header)
+    print("-" * len(header))
+    for s in rows:
+        print(
+            f"{s.label:<12} {s.median_s:>9.3f} {s.min_s:>8.3f} {s.median_setup_s:>8.3f}"
+            f" {s.peak_rss_mb:>12,.0f}"
+        )
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
