@@ -24,7 +24,7 @@ a few commits to a million-file state is one hash probe per row, in C.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -45,6 +45,7 @@ from protocol.file_actions import (
     FileKey,
     action_key,
     actions_to_table,
+    drop_rows,
     row_to_add,
     row_to_remove,
     table_keys,
@@ -89,23 +90,21 @@ class TableState:
         return replace(self, removes=self.removes.filter(keep))
 
 
-def _drop_keys(table: pa.Table, keys: dict[FileKey, object], paths: set[str]) -> pa.Table:
-    """Rows of ``table`` whose key is not in ``keys`` (candidates found by path).
-
-    Row order is not preserved: surviving candidates move to the end.
-    """
+def _drop_keys(
+    table: pa.Table, keys: Mapping[FileKey, object], paths: set[str]
+) -> pa.Table:
+    """Rows of ``table`` whose key is not in ``keys`` (candidates found by path)."""
     if not paths or table.num_rows == 0:
         return table
     path_set = pa.array(list(paths), type=pa.string())
     candidate_mask = pc.is_in(table.column("path"), value_set=path_set)
-    if not pc.any(candidate_mask).as_py():
+    candidates = pc.indices_nonzero(candidate_mask).to_pylist()
+    if not candidates:
         return table
-    candidates = table.filter(candidate_mask)
-    survivors = [i for i, key in enumerate(table_keys(candidates)) if key not in keys]
-    rest = table.filter(pc.invert(candidate_mask))
-    if not survivors:
-        return rest
-    return pa.concat_tables([rest, candidates.take(pa.array(survivors, type=pa.int64()))])
+    candidate_keys = table_keys(table, candidates)
+    drop = [index for index, key in zip(candidates, candidate_keys, strict=True) if key in keys]
+    result: pa.Table = drop_rows(table, drop)
+    return result
 
 
 def apply_commits(
