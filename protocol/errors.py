@@ -109,6 +109,39 @@ class SchemaError(DeltaError):
     """A schema string or type could not be parsed or is invalid."""
 
 
+class InvalidPredicateError(DeltaError):
+    """A partition predicate could not be parsed or is malformed."""
+
+
+class DuplicateActionError(InvalidCommitError):
+    """A commit holds two actions that reconcile with each other (two
+    ``metaData``, two ``protocol``, two file actions of one type for a path,
+    two ``txn`` of one app id, two ``domainMetadata`` of one domain)."""
+
+
+class InvalidFileActionError(InvalidCommitError):
+    """An ``add``/``remove``/``cdc`` action breaks a rule of the table
+    (partition values, ``numRecords`` with a deletion vector, row tracking)."""
+
+
+class InvalidCommitInfoError(InvalidCommitError):
+    """The ``commitInfo`` action is missing, misplaced or lacks a required
+    field (``inCommitTimestamp``, ``txnId``)."""
+
+
+class IllegalActionError(InvalidCommitError):
+    """A commit holds an action no commit may hold (checkpoint-only actions,
+    unknown actions, system domains deltaray does not manage)."""
+
+
+class InvalidMetadataChangeError(InvalidCommitError):
+    """A ``metaData`` action is invalid (schema, partition columns)."""
+
+
+class ProtocolDowngradeError(InvalidCommitError):
+    """A ``protocol`` action lowers a version or removes a table feature."""
+
+
 # --- concurrency (delta-spark names) -----------------------------------------
 
 
@@ -164,3 +197,9 @@ class FileAlreadyExistsError(DeltaError):
 
 class RetentionTooShortError(DeltaError):
     """VACUUM asked for a retention below the table's, without ``force``."""
+
+
+class CheckpointWriteError(DeltaError):
+    """A checkpoint could not be written consistently (a sidecar it would
+    reference is missing or has another size, or the table does not allow
+    that kind of checkpoint); nothing that names it was published."""

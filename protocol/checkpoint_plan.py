@@ -1,0 +1,480 @@
+"""Planning a checkpoint: non-file rows, shards of file actions, sidecar reuse.
+
+A V2 checkpoint's file actions (``add`` / ``remove``) are split into shards,
+one sidecar file per shard, so independent tasks can write them in parallel
+and a later checkpoint can keep every shard no commit touched since.
+
+Invariants:
+- The shard of a file action depends on its logical-file key
+  ``(path, deletionVector.uniqueId)`` and ``num_shards`` only, through
+  :func:`stable_hash64` (64-bit FNV-1a over the UTF-8 key, then the
+  murmur3 64-bit finaliser): the same in every process, Python and pyarrow
+  version. Python's ``hash()`` (salted per process) is never used.
+- The key string hashed is the path when the action has no deletion vector,
+  else ``path + "\\x00" + uniqueId``; :func:`key_strings` (vectorized) and
+  :func:`key_string` (one key) agree with :func:`protocol.file_actions.file_key`.
+- An add and a remove of the same key land in the same shard, so a shard
+  holds every reference to its logical files.
+- A sidecar written for shard ``s`` of ``n`` records ``s``, ``n``, the hash
+  name, the file-action layout and its counts in its ``tags``
+  (:func:`shard_tags`); :func:`reusable_sidecars` keeps a previous sidecar
+  only if all of them still match and no key of the shard was touched since.
+- Checkpoints carry no ``commitInfo`` / ``cdc``; removed ``domainMetadata``
+  tombstones are dropped (a checkpoint is a complete replay, so there is no
+  earlier domain action for them to suppress).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from protocol.actions import (
+    Action,
+    AddFile,
+    CheckpointMetadata,
+    RemoveFile,
+    Sidecar,
+)
+from protocol.checkpoint_schema import CheckpointLayout
+from protocol.errors import MissingMetadataError, MissingProtocolError
+from protocol.file_actions import FileKey, action_key
+from protocol.reconciliation import TableState
+from protocol.table_configuration import TableConfiguration
+
+DEFAULT_TARGET_ACTIONS_PER_SIDECAR = 50_000
+
+SHARD_HASH = "fnv1a64-fmix64"
+"""Name of the shard function, recorded in sidecar tags."""
+
+TAG_SHARD = "deltaray.shard"
+TAG_NUM_SHARDS = "deltaray.numShards"
+TAG_SHARD_HASH = "deltaray.shardHash"
+TAG_LAYOUT = "deltaray.layout"
+TAG_NUM_ADDS = "deltaray.numAdds"
+TAG_NUM_REMOVES = "deltaray.numRemoves"
+TAG_MIN_DELETION_TIMESTAMP = "deltaray.minDeletionTimestamp"
+
+_KEY_SEPARATOR = "\x00"
+_U64 = pa.uint64()
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = pa.scalar(0x100000001B3, _U64)
+_FMIX_C1 = pa.scalar(0xFF51AFD7ED558CCD, _U64)
+_FMIX_C2 = pa.scalar(0xC4CEB9FE1A85EC53, _U64)
+_SHIFT_33 = pa.scalar(33, _U64)
+
+# --- keys and the stable hash -------------------------------------------------------
+
+
+def key_string(key: FileKey) -> str:
+    """The string hashed for one logical-file key."""
+    path, dv_id = key
+    return path if dv_id is None else f"{path}{_KEY_SEPARATOR}{dv_id}"
+
+
+def dv_unique_ids(deletion_vectors: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``uniqueId`` of each DV descriptor of a struct column (null where no DV)."""
+    if isinstance(deletion_vectors, pa.ChunkedArray):
+        deletion_vectors = deletion_vectors.combine_chunks()
+    if len(deletion_vectors) == 0 or deletion_vectors.null_count == len(deletion_vectors):
+        return pa.nulls(len(deletion_vectors), pa.string())
+    storage = deletion_vectors.field("storageType").cast(pa.string())
+    location = deletion_vectors.field("pathOrInlineDv").cast(pa.string())
+    offset = deletion_vectors.field("offset").cast(pa.string())
+    base = pc.binary_join_element_wise(storage, location, "")
+    with_offset = pc.binary_join_element_wise(base, offset, "@")
+    unique = pc.if_else(pc.is_null(offset), base, with_offset)
+    valid = pc.is_valid(deletion_vectors)
+    return pc.if_else(valid, unique, pa.nulls(len(unique), pa.string()))
+
+
+def key_strings(table: pa.Table) -> pa.Array:
+    """The key string of every row of a canonical ``add``/``remove`` table."""
+    paths = table.column("path").combine_chunks().cast(pa.string())
+    if "deletionVector" not in table.column_names:
+        return paths
+    dv_ids = dv_unique_ids(table.column("deletionVector"))
+    if dv_ids.null_count == len(dv_ids):
+        return paths
+    joined = pc.binary_join_element_wise(paths, dv_ids, _KEY_SEPARATOR)
+    return pc.if_else(pc.is_null(dv_ids), paths, joined)
+
+
+def _fmix64(h: pa.Array) -> pa.Array:
+    # Unchecked Arrow integer arithmetic wraps around, i.e. works modulo 2**64.
+    h = pc.bit_wise_xor(h, pc.shift_right(h, _SHIFT_33))
+    h = pc.multiply(h, _FMIX_C1)
+    h = pc.bit_wise_xor(h, pc.shift_right(h, _SHIFT_33))
+    h = pc.multiply(h, _FMIX_C2)
+    return pc.bit_wise_xor(h, pc.shift_right(h, _SHIFT_33))
+
+
+def stable_hash64(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """FNV-1a 64 of each UTF-8 string / binary value, finalised by murmur3's fmix64.
+
+    Returns a ``uint64`` array. Vectorized with Arrow compute: the values are
+    ordered longest first and visited one byte position at a time, so the
+    loop runs ``max(len)`` times over a shrinking prefix. Nulls hash like
+    the empty string.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    n = len(values)
+    if n == 0:
+        return pa.array([], type=_U64)
+    values = pc.fill_null(values.cast(pa.large_binary()), b"")
+    _, offsets_buffer, data_buffer = values.buffers()
+    offsets = pa.Array.from_buffers(pa.int64(), n + 1, [None, offsets_buffer], offset=values.offset)
+    data = (
+        pa.Array.from_buffers(pa.uint8(), data_buffer.size, [None, data_buffer])
+        if data_buffer is not None
+        else pa.array([], type=pa.uint8())
+    )
+    starts = offsets.slice(0, n)
+    lengths = pc.subtract(offsets.slice(1), starts)
+    order = pc.array_sort_indices(lengths, order="descending")
+    sorted_starts = starts.take(order)
+    # longer[i] = how many values have more than i bytes (a prefix of ``order``)
+    counts = pc.value_counts(lengths)
+    by_length = dict(
+        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    )
+    max_length = max(by_length)
+    hashes = pa.repeat(pa.scalar(_FNV_OFFSET, _U64), n)
+    finished: list[pa.Array] = []  # hashes of the values already fully read, last first
+    for i in range(max_length):
+        ended = by_length.get(i, 0)
+        if ended:
+            finished.append(hashes.slice(len(hashes) - ended))
+            hashes = hashes.slice(0, len(hashes) - ended)
+        octets = data.take(pc.add(sorted_starts.slice(0, len(hashes)), i)).cast(_U64)
+        hashes = pc.multiply(pc.bit_wise_xor(hashes, octets), _FNV_PRIME)
+    finished.append(hashes)
+    mixed = _fmix64(pa.concat_arrays(finished[::-1]))
+    # undo the length ordering: position order[k] holds mixed[k]
+    return mixed.take(pc.array_sort_indices(order))
+
+
+def shard_of(keys: pa.Array | pa.ChunkedArray, num_shards: int) -> pa.Array:
+    """Shard (``int32`` in ``[0, num_shards)``) of each key string (see :func:`key_strings`)."""
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    shards = pc.modulo(stable_hash64(keys), pa.scalar(num_shards, _U64))
+    return shards.cast(pa.int32())
+
+
+def shards_of_keys(keys: Iterable[FileKey], num_shards: int) -> set[int]:
+    """The shards a set of logical-file keys fall in."""
+    strings = pa.array([key_string(k) for k in keys], type=pa.string())
+    return set(shard_of(strings, num_shards).to_pylist())
+
+
+def shards_of_table(table: pa.Table, num_shards: int) -> pa.Array:
+    """Shard of every row of a canonical ``add``/``remove`` table."""
+    return shard_of(key_strings(table), num_shards)
+
+
+def split_by_shard(table: pa.Table, num_shards: int) -> list[pa.Table]:
+    """``table`` cut into ``num_shards`` tables; rows keep their relative order."""
+    if table.num_rows == 0:
+        return [table.slice(0, 0) for _ in range(num_shards)]
+    shards = shards_of_table(table, num_shards)
+    ordered = table.take(pc.array_sort_indices(shards))  # a stable sort
+    tally = pc.value_counts(shards)
+    sizes = dict(
+        zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist(), strict=True)
+    )
+    out = []
+    start = 0
+    for shard in range(num_shards):
+        size = sizes.get(shard, 0)
+        out.append(ordered.slice(start, size))
+        start += size
+    return out
+
+
+def select_shard(table: pa.Table, shard: int, num_shards: int) -> pa.Table:
+    """The rows of ``table`` in ``shard`` (what one parallel task writes)."""
+    if not 0 <= shard < num_shards:
+        raise ValueError(f"shard must be in [0, {num_shards}), got {shard}")
+    if table.num_rows == 0:
+        return table
+    mask = pc.equal(shards_of_table(table, num_shards), pa.scalar(shard, pa.int32()))
+    return table.filter(mask)
+
+
+def choose_num_shards(
+    num_file_actions: int,
+    *,
+    target_actions_per_sidecar: int = DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
+    previous_num_shards: int | None = None,
+) -> int:
+    """How many sidecars to write for ``num_file_actions`` adds and removes.
+
+    ``ceil(n / target)``, at least 1. When the previous checkpoint used
+    ``previous_num_shards`` and that still gives between half and twice the
+    target per shard, it is kept, so unchanged shards stay reusable while the
+    table grows or shrinks a little.
+    """
+    if target_actions_per_sidecar < 1:
+        raise ValueError(
+            f"target_actions_per_sidecar must be >= 1, got {target_actions_per_sidecar}"
+        )
+    if previous_num_shards is not None and previous_num_shards >= 1:
+        per_shard = num_file_actions / previous_num_shards
+        if per_shard <= 2 * target_actions_per_sidecar and (
+            per_shard >= target_actions_per_sidecar / 2 or previous_num_shards == 1
+        ):
+            return previous_num_shards
+    return max(1, math.ceil(num_file_actions / target_actions_per_sidecar))
+
+
+# --- what a checkpoint holds ---------------------------------------------------------
+
+
+def table_configuration(state: TableState) -> TableConfiguration:
+    """The validated configuration of a state (which must have protocol and metadata)."""
+    if state.protocol is None:
+        raise MissingProtocolError(f"no protocol in the state at v{state.version}")
+    if state.metadata is None:
+        raise MissingMetadataError(f"no metadata in the state at v{state.version}")
+    return TableConfiguration(state.protocol, state.metadata)
+
+
+def checkpoint_view(state: TableState, config: TableConfiguration, *, now_ms: int) -> TableState:
+    """``state`` as a checkpoint taken at ``now_ms`` keeps it.
+
+    Tombstones whose ``deletionTimestamp`` is older than
+    ``now_ms - delta.deletedFileRetentionDuration`` are dropped; when
+    ``delta.setTransactionRetentionDuration`` is set, ``txn`` actions whose
+    ``lastUpdated`` is older than ``now_ms`` minus it are dropped too (a
+    ``txn`` without ``lastUpdated`` never expires).
+    """
+    view = state.without_expired_tombstones(now_ms - config.deleted_file_retention_ms)
+    txn_retention = config.set_transaction_retention_ms
+    if txn_retention is not None:
+        cutoff = now_ms - txn_retention
+        txns = {
+            app_id: txn
+            for app_id, txn in view.txns.items()
+            if txn.last_updated is None or txn.last_updated >= cutoff
+        }
+        view = replace(view, txns=txns)
+    return view
+
+
+# --- non-file actions ----------------------------------------------------------------
+
+
+def non_file_actions(state: TableState, *, checkpoint_version: int | None = None) -> list[Action]:
+    """The non-file rows of a checkpoint of ``state``, in writing order.
+
+    ``checkpointMetadata`` first when ``checkpoint_version`` is given (V2),
+    then ``protocol``, ``metaData``, ``txn`` (by app id), live
+    ``domainMetadata`` (by domain).
+    """
+    if state.protocol is None:
+        raise MissingProtocolError(f"no protocol in the state at v{state.version}")
+    if state.metadata is None:
+        raise MissingMetadataError(f"no metadata in the state at v{state.version}")
+    actions: list[Action] = []
+    if checkpoint_version is not None:
+        actions.append(CheckpointMetadata(version=checkpoint_version))
+    actions.append(state.protocol)
+    actions.append(state.metadata)
+    actions.extend(state.txns[app_id] for app_id in sorted(state.txns))
+    live = state.domains
+    actions.extend(live[domain] for domain in sorted(live))
+    return actions
+
+
+# --- sidecar tags and reuse ------------------------------------------------------------
+
+
+def shard_tags(
+    shard: int,
+    num_shards: int,
+    *,
+    layout: str,
+    adds: pa.Table,
+    removes: pa.Table,
+) -> dict[str, str | None]:
+    """The ``tags`` of the sidecar holding ``shard``'s ``adds`` and ``removes``."""
+    tags: dict[str, str | None] = {
+        TAG_SHARD: str(shard),
+        TAG_NUM_SHARDS: str(num_shards),
+        TAG_SHARD_HASH: SHARD_HASH,
+        TAG_LAYOUT: layout,
+        TAG_NUM_ADDS: str(adds.num_rows),
+        TAG_NUM_REMOVES: str(removes.num_rows),
+    }
+    if removes.num_rows:
+        stamps = pc.fill_null(removes.column("deletionTimestamp"), 0)
+        tags[TAG_MIN_DELETION_TIMESTAMP] = str(pc.min(stamps).as_py())
+    return tags
+
+
+def _int_tag(tags: Mapping[str, str | None], key: str) -> int | None:
+    value = tags.get(key)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def sidecar_counts(sidecar: Sidecar) -> tuple[int, int] | None:
+    """``(adds, removes)`` recorded in a sidecar's tags, or None if not recorded."""
+    tags = sidecar.tags or {}
+    adds, removes = _int_tag(tags, TAG_NUM_ADDS), _int_tag(tags, TAG_NUM_REMOVES)
+    if adds is None or removes is None:
+        return None
+    return adds, removes
+
+
+def sidecar_shard(sidecar: Sidecar) -> tuple[int, int] | None:
+    """``(shard, num_shards)`` of a sidecar written by :func:`shard_tags`, else None."""
+    tags = sidecar.tags or {}
+    if tags.get(TAG_SHARD_HASH) != SHARD_HASH:
+        return None
+    shard, num_shards = _int_tag(tags, TAG_SHARD), _int_tag(tags, TAG_NUM_SHARDS)
+    if shard is None or num_shards is None or not 0 <= shard < num_shards:
+        return None
+    return shard, num_shards
+
+
+def touched_keys_of(commits: Iterable[Sequence[Action]]) -> set[FileKey]:
+    """Logical-file keys of every ``add``/``remove`` in ``commits``."""
+    return {
+        action_key(action)
+        for actions in commits
+        for action in actions
+        if isinstance(action, (AddFile, RemoveFile))
+    }
+
+
+def reusable_sidecars(
+    previous: Sequence[Sidecar],
+    touched_keys: Iterable[FileKey],
+    *,
+    num_shards: int,
+    layout: str,
+    tombstone_cutoff_ms: int,
+) -> dict[int, Sidecar]:
+    """Shards of a previous V2 checkpoint that the next one can reference as they are.
+
+    ``previous`` are the sidecar actions of the previous checkpoint,
+    ``touched_keys`` the keys of every file action committed after it. A
+    sidecar is reused when it was written by this shard function with the
+    same ``num_shards`` and ``layout``, no touched key hashes to its shard,
+    and none of its tombstones is older than ``tombstone_cutoff_ms`` (those
+    must be dropped, so the shard is rewritten). Returns ``{shard: sidecar}``.
+    """
+    touched = shards_of_keys(touched_keys, num_shards)
+    by_shard: dict[int, Sidecar] = {}
+    seen: set[int] = set()
+    for sidecar in previous:
+        located = sidecar_shard(sidecar)
+        if located is None or located[1] != num_shards:
+            continue
+        shard = located[0]
+        if shard in seen:  # two sidecars claim one shard: trust neither
+            by_shard.pop(shard, None)
+            continue
+        seen.add(shard)
+        tags = sidecar.tags or {}
+        if shard in touched or tags.get(TAG_LAYOUT) != layout or sidecar_counts(sidecar) is None:
+            continue
+        oldest = _int_tag(tags, TAG_MIN_DELETION_TIMESTAMP)
+        counts = sidecar_counts(sidecar)
+        if counts is not None and counts[1] and (oldest is None or oldest < tombstone_cutoff_ms):
+            continue
+        by_shard[shard] = sidecar
+    return by_shard
+
+
+# --- a whole V2 plan ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShardWork:
+    """One sidecar to write: shard ``shard`` of ``num_shards``, canonical rows."""
+
+    shard: int
+    num_shards: int
+    adds: pa.Table
+    removes: pa.Table
+
+
+@dataclass(frozen=True)
+class V2CheckpointPlan:
+    """What a V2 checkpoint of ``view`` needs: sidecars to write and to reuse.
+
+    ``view`` is the state as the checkpoint keeps it (:func:`checkpoint_view`);
+    ``to_write`` are the non-empty shards that need a new sidecar, ``reused``
+    the previous sidecars kept as they are (by shard). Shards that are empty
+    and not reused get no sidecar at all.
+    """
+
+    view: TableState
+    layout: CheckpointLayout
+    num_shards: int
+    to_write: list[ShardWork]
+    reused: dict[int, Sidecar]
+
+    @property
+    def version(self) -> int:
+        return self.view.version
+
+
+def plan_v2_checkpoint(
+    state: TableState,
+    *,
+    now_ms: int,
+    target_actions_per_sidecar: int = DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
+    previous_sidecars: Sequence[Sidecar] | None = None,
+    touched_keys: Iterable[FileKey] | None = None,
+) -> V2CheckpointPlan:
+    """Shard ``state``'s file actions for a V2 checkpoint taken at ``now_ms``.
+
+    With ``previous_sidecars`` (the previous V2 checkpoint's) and
+    ``touched_keys`` (keys of every file action committed since it), shards
+    no commit touched keep their previous sidecar (:func:`reusable_sidecars`).
+    Without ``touched_keys`` nothing is reused.
+    """
+    config = table_configuration(state)
+    view = checkpoint_view(state, config, now_ms=now_ms)
+    layout = CheckpointLayout.for_table(config)
+    previous_num_shards = None
+    for sidecar in previous_sidecars or ():
+        located = sidecar_shard(sidecar)
+        if located is not None:
+            previous_num_shards = located[1]
+            break
+    num_shards = choose_num_shards(
+        view.adds.num_rows + view.removes.num_rows,
+        target_actions_per_sidecar=target_actions_per_sidecar,
+        previous_num_shards=previous_num_shards,
+    )
+    reused: dict[int, Sidecar] = {}
+    if previous_sidecars and touched_keys is not None:
+        reused = reusable_sidecars(
+            previous_sidecars,
+            touched_keys,
+            num_shards=num_shards,
+            layout=layout.fingerprint,
+            tombstone_cutoff_ms=now_ms - config.deleted_file_retention_ms,
+        )
+    add_shards = split_by_shard(view.adds, num_shards)
+    remove_shards = split_by_shard(view.removes, num_shards)
+    to_write = [
+        ShardWork(shard, num_shards, add_shards[shard], remove_shards[shard])
+        for shard in range(num_shards)
+        if shard not in reused and (add_shards[shard].num_rows or remove_shards[shard].num_rows)
+    ]
+    return V2CheckpointPlan(view, layout, num_shards, to_write, reused)
