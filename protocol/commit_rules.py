@@ -1,0 +1,303 @@
+"""Writer-side rules a commit must satisfy before it is written.
+
+:func:`validate_commit` checks one commit's actions against the table it
+applies to (``table_configuration`` = the table before the commit, None when
+the commit creates the table) and raises an
+:class:`~protocol.errors.InvalidCommitError` subclass for the first rule
+broken. The rules (PROTOCOL.md sections in brackets):
+
+- at most one ``metaData``, one ``protocol``, one ``commitInfo``; no two
+  ``txn`` of one app id, no two ``domainMetadata`` of one domain; per file
+  action type (``add``/``remove``/``cdc``) at most one action per path (so
+  also per ``(path, dvId)``); no ``add`` and ``remove`` of the same
+  ``(path, dvId)`` ["Add File and Remove File", "Delta Log Entries"]
+  → :class:`DuplicateActionError`;
+- no checkpoint-only actions (``sidecar``, ``checkpointMetadata``) and no
+  action deltaray does not know ["Action Reconciliation"]
+  → :class:`IllegalActionError`;
+- a table creation carries both ``protocol`` and ``metaData``; the protocol
+  (new or current) is one deltaray can write (``table_features.ensure_writable``);
+  a protocol change never lowers a version nor drops a feature
+  → :class:`ProtocolDowngradeError`;
+- a ``metaData`` action yields a valid table configuration: the schema
+  parses, partition columns exist and are distinct
+  → :class:`InvalidMetadataChangeError`;
+- ``domainMetadata`` needs the ``domainMetadata`` feature; system domains
+  (``delta.*``) other than those deltaray manages (:data:`MANAGED_SYSTEM_DOMAINS`)
+  are refused ["Domain Metadata"] → :class:`IllegalActionError`;
+- every ``add`` carries a value (possibly null) for every partition column
+  (by physical name) and no other key ["Consistency Between Table Metadata
+  and Data Files"]; an ``add`` with a deletion vector has ``numRecords``
+  ["Per-file Statistics"]; deletion vectors only on tables supporting them;
+  ``cdc`` actions have ``dataChange=false`` → :class:`InvalidFileActionError`;
+- with ``delta.appendOnly`` in force, no ``remove`` with ``dataChange=true``
+  ["Append-only Tables"] → :class:`AppendOnlyViolationError`;
+- ``final=True`` (the commit as it will be written, after the coordinator
+  filled in server-side fields): with In-Commit Timestamps enabled,
+  ``commitInfo`` is present, first, and has ``inCommitTimestamp``
+  ["In-Commit Timestamps"]; a catalog-managed table's ``commitInfo`` has a
+  ``txnId`` → :class:`InvalidCommitInfoError`; with row tracking supported
+  every ``add`` has ``baseRowId`` and ``defaultRowCommitVersion`` ["Row
+  Tracking"] → :class:`InvalidFileActionError`.
+
+The configuration after the commit (its own protocol/metadata, else the
+table's) decides ICT, row tracking, partition columns and DV support;
+append-only is judged on the table *before* the commit, as delta-spark does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from protocol.actions import (
+    Action,
+    AddCDCFile,
+    AddFile,
+    CheckpointMetadata,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Sidecar,
+    Txn,
+    UnknownAction,
+)
+from protocol.errors import (
+    AppendOnlyViolationError,
+    DuplicateActionError,
+    IllegalActionError,
+    InvalidCommitError,
+    InvalidCommitInfoError,
+    InvalidFileActionError,
+    InvalidMetadataChangeError,
+    InvalidProtocolError,
+    InvalidTableError,
+    ProtocolDowngradeError,
+    SchemaError,
+)
+from protocol.table_configuration import TableConfiguration
+from protocol.table_features import (
+    DELETION_VECTORS,
+    DOMAIN_METADATA,
+    ROW_TRACKING,
+    ensure_writable,
+    supported_features,
+)
+
+# System domains deltaray writes or carries with understanding of their rules:
+# the row-id high-water mark (recomputed at commit) and clustering columns.
+MANAGED_SYSTEM_DOMAINS = frozenset({"delta.rowTracking", "delta.clustering"})
+
+
+def _single(actions: Sequence[Action], kind: type, name: str) -> None:
+    count = sum(isinstance(a, kind) for a in actions)
+    if count > 1:
+        raise DuplicateActionError(f"a commit may hold at most one {name} action, found {count}")
+
+
+def _check_shape(actions: Sequence[Action]) -> None:
+    for action in actions:
+        if isinstance(action, (Sidecar, CheckpointMetadata)):
+            raise IllegalActionError(
+                f"{action.action_name!r} actions belong in V2 checkpoints, never in a commit"
+            )
+        if isinstance(action, UnknownAction):
+            raise IllegalActionError(
+                f"unknown action {action.name!r}: deltaray commits only actions it understands"
+            )
+    _single(actions, Metadata, "metaData")
+    _single(actions, Protocol, "protocol")
+    _single(actions, CommitInfo, "commitInfo")
+
+    app_ids: set[str] = set()
+    domains: set[str] = set()
+    for action in actions:
+        if isinstance(action, Txn):
+            if action.app_id in app_ids:
+                raise DuplicateActionError(f"two txn actions for app id {action.app_id!r}")
+            app_ids.add(action.app_id)
+        elif isinstance(action, DomainMetadata):
+            if action.domain in domains:
+                raise DuplicateActionError(
+                    f"two domainMetadata actions for domain {action.domain!r}"
+                )
+            domains.add(action.domain)
+
+    seen: dict[str, dict[str, str | None]] = {"add": {}, "remove": {}, "cdc": {}}
+    for action in actions:
+        if isinstance(action, (AddFile, RemoveFile, AddCDCFile)):
+            kind = action.action_name
+            dv_id = None if isinstance(action, AddCDCFile) else action.dv_unique_id
+            if action.path in seen[kind]:
+                previous = seen[kind][action.path]
+                detail = (
+                    "twice"
+                    if previous == dv_id
+                    else f"with deletion vectors {previous!r} and {dv_id!r}"
+                )
+                raise DuplicateActionError(
+                    f"path {action.path!r} appears in two {kind} actions {detail}; a commit may "
+                    f"hold at most one {kind} per path"
+                )
+            seen[kind][action.path] = dv_id
+    for path, dv_id in seen["add"].items():
+        if path in seen["remove"] and seen["remove"][path] == dv_id:
+            raise DuplicateActionError(
+                f"file {path!r} (deletion vector {dv_id!r}) is both added and removed"
+            )
+
+
+def _check_protocol_change(new: Protocol, current: Protocol | None) -> None:
+    if current is None:
+        return
+    if (
+        new.min_reader_version < current.min_reader_version
+        or new.min_writer_version < current.min_writer_version
+    ):
+        raise ProtocolDowngradeError(
+            f"the protocol may not be lowered from ({current.min_reader_version}, "
+            f"{current.min_writer_version}) to ({new.min_reader_version}, "
+            f"{new.min_writer_version})"
+        )
+    dropped = sorted(supported_features(current) - supported_features(new))
+    if dropped:
+        raise ProtocolDowngradeError(f"the protocol may not drop table features {dropped}")
+
+
+def _configuration(protocol: Protocol, metadata: Metadata) -> TableConfiguration:
+    try:
+        return TableConfiguration(protocol, metadata)
+    except InvalidProtocolError as exc:
+        raise InvalidCommitError(f"invalid protocol: {exc}") from exc
+    except (InvalidTableError, SchemaError) as exc:
+        raise InvalidMetadataChangeError(f"invalid metadata: {exc}") from exc
+
+
+def validate_commit(
+    actions: Sequence[Action],
+    *,
+    is_create: bool,
+    table_configuration: TableConfiguration | None = None,
+    protocol: Protocol | None = None,
+    metadata: Metadata | None = None,
+    final: bool = True,
+    managed_system_domains: frozenset[str] = MANAGED_SYSTEM_DOMAINS,
+) -> TableConfiguration:
+    """Check the writer rules (module docstring); return the configuration after it.
+
+    The table before the commit is ``table_configuration``, or
+    ``protocol``/``metadata``; both absent when ``is_create``. ``final=False``
+    checks a request before the coordinator stamps it (skips the ICT,
+    ``txnId`` and row-id presence rules).
+    """
+    if table_configuration is not None:
+        protocol = protocol or table_configuration.protocol
+        metadata = metadata or table_configuration.metadata
+    _check_shape(actions)
+
+    new_protocol = next((a for a in actions if isinstance(a, Protocol)), None)
+    new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    if is_create:
+        if new_protocol is None or new_metadata is None:
+            raise InvalidCommitError("a commit creating a table needs protocol and metaData")
+        before: TableConfiguration | None = None
+    else:
+        if protocol is None or metadata is None:
+            raise InvalidCommitError("the table's current protocol and metadata are required")
+        before = table_configuration or TableConfiguration(protocol, metadata)
+        if new_protocol is not None:
+            _check_protocol_change(new_protocol, protocol)
+    after_protocol = new_protocol or protocol
+    after_metadata = new_metadata or metadata
+    assert after_protocol is not None and after_metadata is not None
+    after = (
+        before
+        if before is not None and new_protocol is None and new_metadata is None
+        else _configuration(after_protocol, after_metadata)
+    )
+    ensure_writable(after.protocol)
+
+    supported = after.supported_features
+    for action in actions:
+        if isinstance(action, DomainMetadata):
+            if DOMAIN_METADATA not in supported:
+                raise IllegalActionError(
+                    f"domainMetadata {action.domain!r} needs the domainMetadata table feature"
+                )
+            if action.domain.startswith("delta.") and action.domain not in managed_system_domains:
+                raise IllegalActionError(
+                    f"system domain {action.domain!r} is reserved to the Delta client; "
+                    f"deltaray manages only {sorted(managed_system_domains)}"
+                )
+
+    _check_file_actions(actions, after, before, final=final)
+    if final:
+        _check_commit_info(actions, after)
+    return after
+
+
+def _check_file_actions(
+    actions: Sequence[Action],
+    after: TableConfiguration,
+    before: TableConfiguration | None,
+    *,
+    final: bool,
+) -> None:
+    partition_keys = set(after.physical_partition_columns)
+    dv_supported = DELETION_VECTORS in after.supported_features
+    row_tracking = ROW_TRACKING in after.supported_features
+    append_only = before.append_only if before is not None else after.append_only
+    for action in actions:
+        if isinstance(action, AddFile):
+            keys = set(action.partition_values)
+            if keys != partition_keys:
+                missing, extra = sorted(partition_keys - keys), sorted(keys - partition_keys)
+                raise InvalidFileActionError(
+                    f"add {action.path!r} has partition values for {sorted(keys)}, expected "
+                    f"{sorted(partition_keys)} (missing {missing}, unexpected {extra})"
+                )
+            if action.deletion_vector is not None and action.num_records is None:
+                raise InvalidFileActionError(
+                    f"add {action.path!r} has a deletion vector but no numRecords in its stats"
+                )
+            if final and row_tracking and (
+                action.base_row_id is None or action.default_row_commit_version is None
+            ):
+                raise InvalidFileActionError(
+                    f"add {action.path!r} lacks baseRowId/defaultRowCommitVersion on a table "
+                    "supporting row tracking"
+                )
+        if (
+            isinstance(action, (AddFile, RemoveFile))
+            and action.deletion_vector is not None
+            and not dv_supported
+        ):
+            raise InvalidFileActionError(
+                f"{action.action_name} {action.path!r} has a deletion vector but the table does "
+                "not support the deletionVectors feature"
+            )
+        if isinstance(action, AddCDCFile) and action.data_change:
+            raise InvalidFileActionError(f"cdc {action.path!r} must have dataChange=false")
+        if isinstance(action, RemoveFile) and action.data_change and append_only:
+            raise AppendOnlyViolationError(
+                f"remove {action.path!r} deletes data from an append-only table "
+                "(delta.appendOnly=true); only dataChange=false rearrangements are allowed"
+            )
+
+
+def _check_commit_info(actions: Sequence[Action], after: TableConfiguration) -> None:
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    if after.in_commit_timestamps_enabled:
+        if info is None:
+            raise InvalidCommitInfoError("In-Commit Timestamps are enabled: commitInfo is required")
+        if actions[0] is not info:
+            raise InvalidCommitInfoError(
+                "In-Commit Timestamps are enabled: commitInfo must be the first action"
+            )
+        if info.in_commit_timestamp is None:
+            raise InvalidCommitInfoError(
+                "In-Commit Timestamps are enabled: commitInfo needs inCommitTimestamp"
+            )
+    if after.is_catalog_managed and (info is None or not info.txn_id):
+        raise InvalidCommitInfoError("a catalog-managed table's commitInfo needs a txnId")

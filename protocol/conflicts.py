@@ -1,0 +1,865 @@
+"""Commit conflicts: delta-spark's conflict rules, and the server-side rebase.
+
+A transaction read the table at ``read_version``; since then other commits
+(the *winners*) took versions ``read_version + 1 ..``. Before the
+transaction can take the next version, :func:`check_conflicts` decides
+whether it still means the same thing after the winners, following
+delta-spark's ``ConflictChecker`` (described here by behaviour; nothing is
+copied). Winners are checked one by one in version order, each in this
+order, and the first conflict raises:
+
+1. **Protocol** (:class:`ProtocolChangedException`). A winner's protocol
+   change conflicts when this transaction also changes the protocol, when
+   the winner removes a feature or lowers a version, or when it adds a
+   feature whose writer rules a transaction prepared without it cannot
+   meet (:data:`FEATURES_FAILING_CONCURRENT_COMMITS`, or a feature deltaray
+   does not know). Other upgrades (e.g. adding ``deletionVectors``,
+   ``rowTracking``, ``inCommitTimestamps``, ``v2Checkpoint``) are absorbed:
+   the rebase assigns row ids and in-commit timestamps under the new protocol.
+   When the read protocol is not given, any protocol change conflicts.
+2. **Metadata** (:class:`MetadataChangedException`). A winner's metadata
+   change conflicts, except when this transaction changes no metadata and
+   the winner's change is one delta-spark merges:
+
+   - a metadata update tagged as an IDENTITY high-water-mark update only
+     (``commitInfo.tags["delta.identity.schemaUpdate"] = "true"``);
+   - a change of table properties only, adding or changing (never removing)
+     keys of an allow-list, each with its own condition, checked against the
+     protocol in force after the winner: enabling row tracking
+     (``delta.enableRowTracking=true`` on a table supporting ``rowTracking``,
+     with its materialized column names), enabling column mapping in
+     ``name`` mode from ``none`` (``delta.columnMapping.mode``,
+     ``delta.columnMapping.maxColumnId``) together with the schema
+     change that only adds column-mapping metadata to fields, enabling
+     deletion vectors (``delta.enableDeletionVectors=true``), enabling V2
+     checkpoints (``delta.checkpointPolicy=v2``), enabling in-commit
+     timestamps (``delta.enableInCommitTimestamps=true`` and *adding* its
+     enablement version/timestamp properties). Each requires the matching
+     feature to be supported. Disabling any of them conflicts.
+
+   When the read metadata is not given, any metadata change conflicts.
+3. **Domains** (:class:`ConcurrentTransactionException`). Both commits write
+   the same metadata domain, or the winner writes a domain this transaction
+   read. ``delta.rowTracking`` is exempt: the rebase recomputes it.
+4. **App ids** (:class:`ConcurrentTransactionException`). The winner sets the
+   ``txn`` version of an app id this transaction read or writes.
+5. **Appends** (:class:`ConcurrentAppendException`). The winner added
+   data-changing files this transaction should have read:
+   ``Serializable``: every such add; ``WriteSerializable``: only adds of
+   winners that are not blind appends (all of them when this transaction
+   changes metadata); ``SnapshotIsolation``: none. A file "should have been
+   read" when the transaction read the whole table, or read anything from
+   an unpartitioned table, or recorded files read without predicates (its
+   selection is unknown), or when one of its partition predicates may match
+   the file's partition values (:func:`protocol.predicates.matches`,
+   conservative for non-partition columns). delta-spark also counts
+   ``dataChange=false`` adds of non-blind winners; deltaray does not: such
+   adds only rearrange rows the same commit removes, and the removal is
+   caught by the checks below.
+6. **Delete/read** (:class:`ConcurrentDeleteReadException`). The winner
+   removed (with or without ``dataChange``) a file this transaction read
+   (``files_read``, by path), or removed anything while it read the whole
+   table. When the transaction recorded predicates but no files, a
+   data-changing removal whose partition values may match a predicate (any
+   one, for an unpartitioned table) also conflicts.
+7. **Delete/delete** (:class:`ConcurrentDeleteDeleteException`). Both remove
+   the same path.
+
+The isolation level a commit is checked at is the requested one, except
+that a commit changing no data (only ``dataChange=false`` file actions, plus
+``commitInfo`` and ``delta.rowTracking``) runs at ``SnapshotIsolation``, as
+delta-spark downgrades compaction (:func:`effective_isolation_level`).
+
+:func:`rebase` then rewrites a non-conflicting transaction for its new
+version: in-commit timestamp (``max(now, previous ICT + 1)``, ``commitInfo``
+first), fresh row ids above the high-water mark and a new
+``delta.rowTracking`` domain, ``defaultRowCommitVersion``, ICT enablement
+provenance. :func:`assign_row_tracking` is the row-id part alone.
+
+Invariants:
+- Pure: values in, values out; messages name the winning version and the
+  conflicting file or partition.
+- After :func:`rebase`, the fresh row-id ranges of the commit are disjoint
+  from each other and lie above every high-water mark seen (the state's and
+  every winner's), and the emitted high-water mark covers them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.actions import (
+    Action,
+    AddCDCFile,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
+from protocol.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    InvalidFileActionError,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from protocol.events import IsolationLevel, ReadSet
+from protocol.predicates import matches
+from protocol.schema import DataType
+from protocol.table_configuration import TableConfiguration
+from protocol.table_features import (
+    CATALOG_MANAGED,
+    CATALOG_OWNED_PREVIEW,
+    CLUSTERING,
+    COLUMN_MAPPING,
+    COORDINATED_COMMITS_PREVIEW,
+    DELETION_VECTORS,
+    IN_COMMIT_TIMESTAMPS,
+    MATERIALIZE_PARTITION_COLUMNS,
+    ROW_TRACKING,
+    V2_CHECKPOINT,
+    ensure_writable,
+    feature,
+    supported_features,
+)
+
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+ROW_TRACKING_PRESERVED_TAG = "delta.rowTracking.preserved"
+IDENTITY_SCHEMA_UPDATE_TAG = "delta.identity.schemaUpdate"
+
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+MATERIALIZED_ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
+MATERIALIZED_ROW_COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+COLUMN_MAPPING_MAX_ID = "delta.columnMapping.maxColumnId"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+CHECKPOINT_POLICY = "delta.checkpointPolicy"
+ENABLE_IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+
+# Field-metadata keys that enabling column mapping adds to a schema.
+COLUMN_MAPPING_FIELD_KEYS = frozenset(
+    {
+        "delta.columnMapping.id",
+        "delta.columnMapping.physicalName",
+        "delta.columnMapping.nested.ids",
+        "parquet.field.id",
+        "parquet.field.nested.ids",
+    }
+)
+
+# Features a concurrent upgrade may not add under a transaction prepared
+# without them: their writer rules hold for every commit once supported
+# (not only once a table property turns them on, which the metadata check
+# sees) and a rebase cannot meet them: clustering (stats and the
+# delta.clustering domain on every write), materializePartitionColumns
+# (partition columns inside data files), and the commit-path features.
+FEATURES_FAILING_CONCURRENT_COMMITS = frozenset(
+    {
+        CLUSTERING,
+        MATERIALIZE_PARTITION_COLUMNS,
+        CATALOG_MANAGED,
+        CATALOG_OWNED_PREVIEW,
+        COORDINATED_COMMITS_PREVIEW,
+    }
+)
+
+
+# --- winning commits ------------------------------------------------------------------------
+
+
+def high_water_mark_of(domain: DomainMetadata) -> int:
+    """The ``highWaterMark`` of a ``delta.rowTracking`` domain configuration."""
+    try:
+        value = json.loads(domain.configuration)["highWaterMark"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidFileActionError(
+            f"domain {ROW_TRACKING_DOMAIN} has no integer highWaterMark: {domain.configuration!r}"
+        ) from exc
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidFileActionError(
+            f"domain {ROW_TRACKING_DOMAIN} has no integer highWaterMark: {domain.configuration!r}"
+        )
+    return value
+
+
+def row_tracking_domain(high_water_mark: int) -> DomainMetadata:
+    return DomainMetadata(
+        domain=ROW_TRACKING_DOMAIN,
+        configuration=json.dumps({"highWaterMark": high_water_mark}, separators=(",", ":")),
+        removed=False,
+    )
+
+
+def _derive_blind_append(actions: Sequence[Action]) -> bool:
+    for action in actions:
+        if isinstance(action, (RemoveFile, Metadata, Protocol)):
+            return False
+        if isinstance(action, AddFile) and not action.data_change:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class WinningCommit:
+    """What the conflict checker needs to know about one winning commit.
+
+    ``is_blind_append`` is ``commitInfo.isBlindAppend`` when the commit says,
+    else derived: no removes, no metadata or protocol change, and every add
+    changes data. ``file_timestamp`` is the commit file's modification time
+    when known (the previous timestamp for a commit that enables ICT).
+    """
+
+    version: int
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    added_files: tuple[AddFile, ...] = ()
+    removed_files: tuple[RemoveFile, ...] = ()
+    app_ids: frozenset[str] = frozenset()
+    domains: tuple[DomainMetadata, ...] = ()
+    commit_info: CommitInfo | None = None
+    is_blind_append: bool = False
+    in_commit_timestamp: int | None = None
+    row_id_high_water_mark: int | None = None
+    file_timestamp: int | None = None
+    actions: tuple[Action, ...] = field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def from_actions(
+        cls, version: int, actions: Iterable[Action], *, file_timestamp: int | None = None
+    ) -> WinningCommit:
+        actions = tuple(actions)
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        domains = tuple(a for a in actions if isinstance(a, DomainMetadata))
+        hwm = None
+        for domain in domains:
+            if domain.domain == ROW_TRACKING_DOMAIN and not domain.removed:
+                hwm = high_water_mark_of(domain)
+        blind = (
+            info.is_blind_append
+            if info is not None and info.is_blind_append is not None
+            else _derive_blind_append(actions)
+        )
+        return cls(
+            version=version,
+            protocol=next((a for a in actions if isinstance(a, Protocol)), None),
+            metadata=next((a for a in actions if isinstance(a, Metadata)), None),
+            added_files=tuple(a for a in actions if isinstance(a, AddFile)),
+            removed_files=tuple(a for a in actions if isinstance(a, RemoveFile)),
+            app_ids=frozenset(a.app_id for a in actions if isinstance(a, Txn)),
+            domains=domains,
+            commit_info=info,
+            is_blind_append=blind,
+            in_commit_timestamp=info.in_commit_timestamp if info is not None else None,
+            row_id_high_water_mark=hwm,
+            file_timestamp=file_timestamp,
+            actions=actions,
+        )
+
+    @property
+    def identity_only_metadata_update(self) -> bool:
+        tags = _tags(self.commit_info)
+        return str(tags.get(IDENTITY_SCHEMA_UPDATE_TAG, "")).lower() == "true"
+
+
+def _tags(info: CommitInfo | None) -> dict[str, Any]:
+    if info is None or not info.model_extra:
+        return {}
+    tags = info.model_extra.get("tags")
+    return dict(tags) if isinstance(tags, dict) else {}
+
+
+# --- isolation --------------------------------------------------------------------------------
+
+
+def effective_isolation_level(
+    requested: IsolationLevel, own_actions: Sequence[Action]
+) -> IsolationLevel:
+    """``SnapshotIsolation`` for a commit that changes no data, else ``requested``.
+
+    Only file actions (``add``/``remove``/``cdc``), ``commitInfo`` and the
+    ``delta.rowTracking`` domain may be present for the downgrade, and none
+    of the file actions may change data (delta-spark's rule for compaction).
+    """
+    if requested is IsolationLevel.SNAPSHOT_ISOLATION:
+        return requested
+    data_changed = False
+    for action in own_actions:
+        if isinstance(action, (AddFile, RemoveFile, AddCDCFile)):
+            data_changed = data_changed or action.data_change
+        elif isinstance(action, CommitInfo) or (
+            isinstance(action, DomainMetadata) and action.domain == ROW_TRACKING_DOMAIN
+        ):
+            continue
+        else:
+            return requested
+    return requested if data_changed else IsolationLevel.SNAPSHOT_ISOLATION
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Own:
+    protocol: Protocol | None
+    metadata: Metadata | None
+    removed: dict[str, RemoveFile]
+    app_ids: frozenset[str]
+    domains: frozenset[str]
+
+    @classmethod
+    def of(cls, actions: Sequence[Action]) -> _Own:
+        return cls(
+            protocol=next((a for a in actions if isinstance(a, Protocol)), None),
+            metadata=next((a for a in actions if isinstance(a, Metadata)), None),
+            removed={a.path: a for a in actions if isinstance(a, RemoveFile)},
+            app_ids=frozenset(a.app_id for a in actions if isinstance(a, Txn)),
+            domains=frozenset(a.domain for a in actions if isinstance(a, DomainMetadata)),
+        )
+
+
+@dataclass(frozen=True)
+class _Context:
+    read_set: ReadSet
+    own: _Own
+    isolation: IsolationLevel
+    partition_columns: tuple[str, ...]
+    column_types: Mapping[str, DataType]
+    logical_names: Mapping[str, str]  # physical partition key -> logical column name
+
+    def logical(self, values: Mapping[str, str | None] | None) -> dict[str, str | None] | None:
+        if values is None:
+            return None
+        return {self.logical_names.get(k, k): v for k, v in values.items()}
+
+    def where(self, values: Mapping[str, str | None] | None) -> str:
+        """``partition [a=1, b=null]`` (or ``the table`` when unpartitioned or unknown)."""
+        logical = self.logical(values)
+        if not self.partition_columns or not logical:
+            return "the table"
+        parts = [
+            f"{name}={'null' if logical.get(name) is None else logical.get(name)}"
+            for name in self.partition_columns
+        ]
+        return f"partition [{', '.join(parts)}]"
+
+
+def _protocol_change_error(
+    winner: WinningCommit, own: _Own, current: Protocol | None
+) -> tuple[str | None, Protocol | None]:
+    """(why it conflicts, or None; the protocol in force after the winner)."""
+    new = winner.protocol
+    if new is None:
+        return None, current
+    if own.protocol is not None:
+        return "this transaction changes the protocol too", new
+    if current is None:
+        return "the protocol this transaction read is unknown", new
+    ensure_writable(new)
+    if (
+        new.min_reader_version < current.min_reader_version
+        or new.min_writer_version < current.min_writer_version
+    ):
+        return (
+            f"it lowered the protocol versions from ({current.min_reader_version}, "
+            f"{current.min_writer_version}) to ({new.min_reader_version}, "
+            f"{new.min_writer_version})"
+        ), new
+    before, after = supported_features(current), supported_features(new)
+    removed = sorted(before - after)
+    if removed:
+        return f"it removed table features {removed}", new
+    unsafe = sorted(
+        name
+        for name in after - before
+        if feature(name) is None or name in FEATURES_FAILING_CONCURRENT_COMMITS
+    )
+    if unsafe:
+        return f"it added table features {unsafe} a concurrent commit cannot adopt", new
+    return None, new
+
+
+def _is_true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() == "true"
+
+
+def _mapping_mode(configuration: Mapping[str, str]) -> str:
+    return configuration.get(COLUMN_MAPPING_MODE, "none").strip().lower()
+
+
+def _strip_column_mapping(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        out = {}
+        for key, value in raw.items():
+            if key == "metadata" and isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k not in COLUMN_MAPPING_FIELD_KEYS}
+            out[key] = _strip_column_mapping(value)
+        return out
+    if isinstance(raw, list):
+        return [_strip_column_mapping(v) for v in raw]
+    return raw
+
+
+def _configuration_change_error(
+    current: Metadata, winning: Metadata, protocol: Protocol | None
+) -> str | None:
+    before, after = current.configuration, winning.configuration
+    removed = sorted(set(before) - set(after))
+    if removed:
+        return f"it removed table properties {removed}"
+    supported = supported_features(protocol) if protocol is not None else frozenset()
+    for key in sorted(k for k in after if before.get(k) != after[k]):
+        value, is_new = after[key], key not in before
+        if key == ENABLE_ROW_TRACKING:
+            ok = _is_true(value) and ROW_TRACKING in supported
+        elif key in (MATERIALIZED_ROW_ID_COLUMN, MATERIALIZED_ROW_COMMIT_VERSION_COLUMN):
+            ok = _is_true(after.get(ENABLE_ROW_TRACKING))
+        elif key == COLUMN_MAPPING_MODE:
+            ok = (
+                _mapping_mode(before) == "none"
+                and _mapping_mode(after) == "name"
+                and COLUMN_MAPPING in supported
+            )
+        elif key == COLUMN_MAPPING_MAX_ID:
+            ok = True
+        elif key == ENABLE_DELETION_VECTORS:
+            ok = _is_true(value) and DELETION_VECTORS in supported
+        elif key == CHECKPOINT_POLICY:
+            ok = value.strip().lower() == "v2" and V2_CHECKPOINT in supported
+        elif key == ENABLE_IN_COMMIT_TIMESTAMPS:
+            ok = _is_true(value) and IN_COMMIT_TIMESTAMPS in supported
+        elif key in (ICT_ENABLEMENT_VERSION, ICT_ENABLEMENT_TIMESTAMP):
+            ok = is_new
+        else:
+            ok = False
+        if not ok:
+            return f"it set table property {key}={value!r}, which cannot be merged"
+    return None
+
+
+def _schema_change_error(current: Metadata, winning: Metadata) -> str | None:
+    if not (
+        _mapping_mode(current.configuration) == "none"
+        and _mapping_mode(winning.configuration) == "name"
+    ):
+        return "it changed the schema"
+    try:
+        before = _strip_column_mapping(json.loads(current.schema_string or "null"))
+        after = _strip_column_mapping(json.loads(winning.schema_string or "null"))
+    except (TypeError, ValueError):
+        return "it changed the schema"
+    if before != after:
+        return "it changed the schema beyond column-mapping metadata"
+    return None
+
+
+_METADATA_FIELDS = (
+    "id", "name", "description", "format", "schema_string", "partition_columns", "created_time",
+)
+
+
+def _metadata_change_error(
+    winner: WinningCommit, own: _Own, current: Metadata | None, protocol: Protocol | None
+) -> str | None:
+    new = winner.metadata
+    assert new is not None
+    if own.metadata is not None:
+        return "this transaction changes the metadata too"
+    if winner.identity_only_metadata_update:
+        return None
+    if current is None:
+        return "the metadata this transaction read is unknown"
+    changed = [f for f in _METADATA_FIELDS if getattr(current, f) != getattr(new, f)]
+    if (current.model_extra or {}) != (new.model_extra or {}):
+        changed.append("extra fields")
+    if current.configuration != new.configuration:
+        reason = _configuration_change_error(current, new, protocol)
+        if reason:
+            return reason
+    for name in changed:
+        if name == "schema_string":
+            reason = _schema_change_error(current, new)
+            if reason:
+                return reason
+        else:
+            return f"it changed {name.replace('_', ' ')}"
+    return None
+
+
+def _file_label(path: str, where: str) -> str:
+    return f"{path!r}" if where == "the table" else f"{path!r} in {where}"
+
+
+def _first_read_add(files: Sequence[AddFile], ctx: _Context) -> AddFile | None:
+    read = ctx.read_set
+    if not files:
+        return None
+    if read.read_whole_table:
+        return files[0]
+    if not read.predicates and not read.files_read:
+        return None  # read nothing: a blind append does not depend on other appends
+    if not ctx.partition_columns or not read.predicates:
+        return files[0]
+    for add in files:
+        values = ctx.logical(add.partition_values)
+        if any(matches(p, values, ctx.column_types) for p in read.predicates):
+            return add
+    return None
+
+
+def _check_winner(
+    winner: WinningCommit,
+    ctx: _Context,
+    protocol: Protocol | None,
+    metadata: Metadata | None,
+) -> tuple[Protocol | None, Metadata | None]:
+    version, read_version = winner.version, ctx.read_set.read_version
+    after = f"after this transaction read version {read_version}; retry the operation"
+
+    reason, protocol = _protocol_change_error(winner, ctx.own, protocol)
+    if reason:
+        raise ProtocolChangedException(
+            f"the protocol was changed by a concurrent commit at version {version}: "
+            f"{reason}, {after}",
+            version,
+        )
+
+    if winner.metadata is not None:
+        reason = _metadata_change_error(winner, ctx.own, metadata, protocol)
+        if reason:
+            raise MetadataChangedException(
+                f"the table metadata was changed by a concurrent commit at version {version}: "
+                f"{reason}, {after}",
+                version,
+            )
+        metadata = winner.metadata
+
+    domains_read = set(ctx.read_set.domains_read)
+    for domain in winner.domains:
+        name = domain.domain
+        if name == ROW_TRACKING_DOMAIN:
+            continue
+        if name in ctx.own.domains or name in domains_read:
+            how = "writes" if name in ctx.own.domains else "read"
+            raise ConcurrentTransactionException(
+                f"a concurrent commit at version {version} wrote metadata domain {name!r}, "
+                f"which this transaction {how}, {after}",
+                version,
+            )
+
+    app_ids = winner.app_ids & (set(ctx.read_set.app_ids_read) | ctx.own.app_ids)
+    if app_ids:
+        raise ConcurrentTransactionException(
+            f"a concurrent commit at version {version} set the transaction version of "
+            f"app id(s) {sorted(app_ids)}, which this transaction depends on, {after}",
+            version,
+        )
+
+    if ctx.isolation is not IsolationLevel.SNAPSHOT_ISOLATION and not (
+        ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
+        and winner.is_blind_append
+        and ctx.own.metadata is None
+    ):
+        added = [a for a in winner.added_files if a.data_change]
+        hit = _first_read_add(added, ctx)
+        if hit is not None:
+            where = ctx.where(hit.partition_values)
+            raise ConcurrentAppendException(
+                f"files were added to {where} by a concurrent commit at version {version} "
+                f"(for example {hit.path!r}) that this transaction should have read at "
+                f"{ctx.isolation.value} isolation, {after}",
+                version,
+            )
+
+    read = ctx.read_set
+    read_paths = {f.path: f for f in read.files_read}
+    for removed in winner.removed_files:
+        if removed.path in read_paths:
+            ref = read_paths[removed.path]
+            where = ctx.where(ref.partition_values or removed.partition_values)
+            raise ConcurrentDeleteReadException(
+                f"a concurrent commit at version {version} removed file "
+                f"{_file_label(removed.path, where)}, which this transaction read, {after}",
+                version,
+            )
+    if winner.removed_files and read.read_whole_table:
+        removed = winner.removed_files[0]
+        where = ctx.where(removed.partition_values)
+        raise ConcurrentDeleteReadException(
+            f"a concurrent commit at version {version} removed file "
+            f"{_file_label(removed.path, where)} from the table this transaction read "
+            f"entirely, {after}",
+            version,
+        )
+    if read.predicates and not read.files_read:
+        for removed in winner.removed_files:
+            if not removed.data_change:
+                continue
+            values = ctx.logical(removed.partition_values)
+            if not ctx.partition_columns or any(
+                matches(p, values, ctx.column_types) for p in read.predicates
+            ):
+                where = ctx.where(removed.partition_values)
+                raise ConcurrentDeleteReadException(
+                    f"a concurrent commit at version {version} removed file "
+                    f"{_file_label(removed.path, where)}, which this transaction's read "
+                    f"predicates select, {after}",
+                    version,
+                )
+
+    for removed in winner.removed_files:
+        if removed.path in ctx.own.removed:
+            mine = ctx.own.removed[removed.path]
+            where = ctx.where(mine.partition_values or removed.partition_values)
+            raise ConcurrentDeleteDeleteException(
+                f"a concurrent commit at version {version} already removed file "
+                f"{_file_label(removed.path, where)}, which this transaction removes too, {after}",
+                version,
+            )
+    return protocol, metadata
+
+
+def check_conflicts(
+    read_set: ReadSet,
+    own_actions: Sequence[Action],
+    winners: Sequence[WinningCommit],
+    *,
+    partition_columns: Sequence[str] | None = None,
+    column_types: Mapping[str, DataType] | None = None,
+    read_configuration: TableConfiguration | None = None,
+    read_protocol: Protocol | None = None,
+    read_metadata: Metadata | None = None,
+) -> None:
+    """Raise the typed exception of the first conflict with ``winners``, or return.
+
+    ``winners`` are the commits after ``read_set.read_version`` (any order;
+    checked ascending). ``read_configuration`` is the table at the read
+    version: it gives the read protocol and metadata (needed to merge a
+    winner's protocol or metadata change; without them any such change
+    conflicts), the partition columns, their types and their physical names
+    (partition values are keyed by physical name under column mapping).
+    ``partition_columns`` / ``column_types`` / ``read_protocol`` /
+    ``read_metadata`` override or replace it, and predicates name logical
+    columns.
+
+    Raises one of delta-spark's concurrency exceptions (see the module
+    docstring), or ``UnsupportedTableFeatureException`` /
+    ``InvalidProtocolVersionException`` when a winner moved the table to a
+    protocol deltaray cannot write.
+    """
+    logical_names: dict[str, str] = {}
+    if read_configuration is not None:
+        read_protocol = read_protocol or read_configuration.protocol
+        read_metadata = read_metadata or read_configuration.metadata
+        fields = read_configuration.partition_fields
+        if partition_columns is None:
+            partition_columns = [f.name for f in fields]
+        if column_types is None:
+            column_types = {f.name: f.type for f in fields}
+        for f in fields:
+            logical_names[read_configuration.physical_name(f)] = f.name
+    elif partition_columns is None and read_metadata is not None:
+        partition_columns = read_metadata.partition_columns
+    ctx = _Context(
+        read_set=read_set,
+        own=_Own.of(own_actions),
+        isolation=effective_isolation_level(read_set.isolation_level, own_actions),
+        partition_columns=tuple(partition_columns or ()),
+        column_types=dict(column_types or {}),
+        logical_names=logical_names,
+    )
+    protocol, metadata = read_protocol, read_metadata
+    for winner in sorted(winners, key=lambda w: w.version):
+        protocol, metadata = _check_winner(winner, ctx, protocol, metadata)
+
+
+# --- rebase -------------------------------------------------------------------------------------
+
+
+def in_commit_timestamp(now_ms: int, previous_timestamp: int | None) -> int:
+    """``max(now, previous + 1)``: the spec's in-commit timestamp of a new commit."""
+    return now_ms if previous_timestamp is None else max(now_ms, previous_timestamp + 1)
+
+
+def with_in_commit_timestamp(actions: Sequence[Action], timestamp: int) -> list[Action]:
+    """``actions`` with ``commitInfo`` first, carrying ``inCommitTimestamp`` (and
+    ``timestamp``) = ``timestamp``; a ``commitInfo`` is created if missing."""
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    rest = [a for a in actions if a is not info]
+    if info is None:
+        stamped = CommitInfo(timestamp=timestamp, inCommitTimestamp=timestamp)
+    else:
+        stamped = info.model_copy(
+            update={"timestamp": timestamp, "in_commit_timestamp": timestamp}
+        )
+    return [stamped, *rest]
+
+
+def assign_row_tracking(
+    actions: Sequence[Action],
+    high_water_mark: int | None,
+    version: int,
+    *,
+    read_high_water_mark: int | None = None,
+    read_version: int | None = None,
+) -> list[Action]:
+    """Give fresh row ids and row commit versions to the commit's new adds.
+
+    An ``add`` is *fresh* when it has no ``baseRowId`` or one above the
+    high-water mark the transaction read (``read_high_water_mark``, default
+    ``high_water_mark``): such ids were provisional. Fresh adds get
+    consecutive ranges ``[hwm + 1, hwm + numRecords]`` above
+    ``high_water_mark`` (None: no row ids yet, -1); an add without
+    ``numRecords`` in its stats is refused. Adds keeping a ``baseRowId``
+    (copies of committed files) keep it. ``defaultRowCommitVersion`` becomes
+    ``version`` when it is missing or newer than ``read_version`` (default
+    ``version - 1``). Any ``delta.rowTracking`` domain of the commit is
+    replaced by one with the new high-water mark, placed after a leading
+    ``commitInfo``.
+    """
+    hwm = -1 if high_water_mark is None else high_water_mark
+    fresh_above = hwm if read_high_water_mark is None else read_high_water_mark
+    last_read_version = version - 1 if read_version is None else read_version
+    out: list[Action] = []
+    assigned = False
+    had_domain = False
+    for action in actions:
+        if isinstance(action, DomainMetadata) and action.domain == ROW_TRACKING_DOMAIN:
+            had_domain = True
+            continue
+        if isinstance(action, AddFile):
+            update: dict[str, Any] = {}
+            if action.base_row_id is None or action.base_row_id > fresh_above:
+                records = action.num_records
+                if records is None or records < 0:
+                    raise InvalidFileActionError(
+                        f"row tracking needs numRecords in the stats of add {action.path!r}"
+                    )
+                update["base_row_id"] = hwm + 1
+                hwm += records
+                assigned = True
+                update["default_row_commit_version"] = version
+            elif (
+                action.default_row_commit_version is None
+                or action.default_row_commit_version > last_read_version
+            ):
+                update["default_row_commit_version"] = version
+            if update:
+                action = action.model_copy(update=update)
+        out.append(action)
+    if (assigned or had_domain) and hwm >= 0:
+        position = 1 if out and isinstance(out[0], CommitInfo) else 0
+        out.insert(position, row_tracking_domain(hwm))
+    return out
+
+
+def _mark_row_tracking_not_preserved(actions: list[Action]) -> list[Action]:
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, CommitInfo):
+            tags = _tags(action)
+            if ROW_TRACKING_PRESERVED_TAG in tags:
+                tags[ROW_TRACKING_PRESERVED_TAG] = "false"
+                action = action.model_copy(update={"tags": tags})
+        out.append(action)
+    return out
+
+
+def _restamp_ict_enablement(
+    actions: list[Action], *, version: int, timestamp: int, read_version: int
+) -> list[Action]:
+    """Move this commit's own ICT enablement provenance to its new version."""
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, Metadata):
+            conf = action.configuration
+            raw = conf.get(ICT_ENABLEMENT_VERSION)
+            try:
+                set_by_this_commit = raw is not None and int(raw) > read_version
+            except ValueError:
+                set_by_this_commit = False
+            if _is_true(conf.get(ENABLE_IN_COMMIT_TIMESTAMPS)) and set_by_this_commit:
+                new_conf = dict(conf)
+                new_conf[ICT_ENABLEMENT_VERSION] = str(version)
+                new_conf[ICT_ENABLEMENT_TIMESTAMP] = str(timestamp)
+                action = action.model_copy(update={"configuration": new_conf})
+        out.append(action)
+    return out
+
+
+def rebase(
+    own_actions: Sequence[Action],
+    winners: Sequence[WinningCommit],
+    *,
+    new_version: int,
+    state_high_water_mark: int | None,
+    in_commit_timestamps_enabled: bool,
+    row_tracking_supported: bool,
+    now_ms: int,
+    read_high_water_mark: int | None = None,
+    previous_commit_timestamp: int | None = None,
+) -> list[Action]:
+    """Rewrite a non-conflicting commit for ``new_version`` after ``winners``.
+
+    Call it with the flags of the table *after* the winners (the latest
+    state). With no winners it prepares a first attempt the same way.
+
+    - Row tracking (when supported): fresh adds get new id ranges above
+      ``max(state_high_water_mark, every winner's high-water mark)`` and
+      ``defaultRowCommitVersion = new_version``; the ``delta.rowTracking``
+      domain is recomputed (:func:`assign_row_tracking`). Pass
+      ``read_high_water_mark`` when the actions carry ids assigned at an
+      earlier attempt (ids above it are reassigned); without it only adds
+      lacking a ``baseRowId`` or above the state's mark are fresh. When a
+      winner turned row tracking on, ``delta.rowTracking.preserved`` in the
+      commit's tags becomes ``false``.
+    - In-commit timestamp (when enabled): ``max(now_ms, previous + 1)`` where
+      previous is the last winner's ICT (or its file time when it had none,
+      e.g. when this commit enables ICT), else ``previous_commit_timestamp``;
+      ``commitInfo`` first. A metadata action of this commit enabling ICT has
+      its enablement version/timestamp moved to ``new_version`` and the new ICT.
+    """
+    ordered = sorted(winners, key=lambda w: w.version)
+    read_version = ordered[0].version - 1 if ordered else new_version - 1
+    actions = list(own_actions)
+
+    if row_tracking_supported:
+        marks = [state_high_water_mark] + [w.row_id_high_water_mark for w in ordered]
+        known = [m for m in marks if m is not None]
+        hwm = max(known) if known else None
+        actions = assign_row_tracking(
+            actions,
+            hwm,
+            new_version,
+            read_high_water_mark=read_high_water_mark,
+            read_version=read_version,
+        )
+    if any(w.metadata is not None and _is_true(
+        w.metadata.configuration.get(ENABLE_ROW_TRACKING)) for w in ordered
+    ):
+        actions = _mark_row_tracking_not_preserved(actions)
+
+    if in_commit_timestamps_enabled:
+        previous = previous_commit_timestamp
+        if ordered:
+            last = ordered[-1]
+            previous = (
+                last.in_commit_timestamp
+                if last.in_commit_timestamp is not None
+                else last.file_timestamp if last.file_timestamp is not None else previous
+            )
+        timestamp = in_commit_timestamp(now_ms, previous)
+        actions = with_in_commit_timestamp(actions, timestamp)
+        actions = _restamp_ict_enablement(
+            actions, version=new_version, timestamp=timestamp, read_version=read_version
+        )
+    return actions
