@@ -50,6 +50,18 @@ def _print_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
             sys.stdout.write("  ".join("-" * w for w in widths) + "\n")
 
 
+EXAMPLE_NAME = "example"
+
+
+def resolve_uri(uri: str) -> str:
+    """``example`` names the bundled example table unless such a path exists."""
+    import os
+
+    if uri == EXAMPLE_NAME and not os.path.exists(uri):
+        return os.path.join(os.path.dirname(__file__), "examples", "v2-checkpoint")
+    return uri
+
+
 def snapshot_document(uri: str, *, version: int | None, timestamp: str | None) -> dict[str, Any]:
     """The JSON document of ``deltaray snapshot`` (see the module docstring)."""
     from protocol.file_actions import ADD_TYPE, arrow_to_json
@@ -96,7 +108,9 @@ def _num_records(stats: str | None) -> int | None:
 
 @_command("snapshot")
 def _snapshot(args: argparse.Namespace) -> int:
-    document = snapshot_document(args.uri, version=args.version, timestamp=args.timestamp)
+    document = snapshot_document(
+        resolve_uri(args.uri), version=args.version, timestamp=args.timestamp
+    )
     if args.json:
         _print_json(document)
         return 0
@@ -129,7 +143,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     from storage.history import load_history
 
-    entries = load_history(args.uri, limit=args.limit)
+    entries = load_history(resolve_uri(args.uri), limit=args.limit)
     if args.json:
         _print_json([e.to_json_dict() for e in entries])
         return 0

@@ -53,6 +53,22 @@ from protocol.file_actions import (
 
 
 @dataclass(frozen=True)
+class TableHead:
+    """The non-file part of a state: small, cheap to ship between processes."""
+
+    version: int
+    protocol: Protocol | None
+    metadata: Metadata | None
+    txns: dict[str, Txn]
+    domain_actions: dict[str, DomainMetadata]
+
+    @property
+    def domains(self) -> dict[str, DomainMetadata]:
+        """Live metadata domains (tombstoned ones hidden)."""
+        return {k: d for k, d in self.domain_actions.items() if not d.removed}
+
+
+@dataclass(frozen=True)
 class TableState:
     """A reconciled table state at ``version`` (-1 before any commit)."""
 
@@ -73,6 +89,11 @@ class TableState:
     def num_files(self) -> int:
         return int(self.adds.num_rows)
 
+    def head(self) -> TableHead:
+        return TableHead(
+            self.version, self.protocol, self.metadata, dict(self.txns), dict(self.domain_actions)
+        )
+
     def add_files(self) -> list[AddFile]:
         """Live files as models (materialises every row: small tables only)."""
         return [row_to_add(r) for r in self.adds.to_pylist()]
@@ -90,9 +111,7 @@ class TableState:
         return replace(self, removes=self.removes.filter(keep))
 
 
-def _drop_keys(
-    table: pa.Table, keys: Mapping[FileKey, object], paths: set[str]
-) -> pa.Table:
+def _drop_keys(table: pa.Table, keys: Mapping[FileKey, object], paths: set[str]) -> pa.Table:
     """Rows of ``table`` whose key is not in ``keys`` (candidates found by path)."""
     if not paths or table.num_rows == 0:
         return table
@@ -107,9 +126,7 @@ def _drop_keys(
     return result
 
 
-def apply_commits(
-    base: TableState, commits: Iterable[tuple[int, Sequence[Action]]]
-) -> TableState:
+def apply_commits(base: TableState, commits: Iterable[tuple[int, Sequence[Action]]]) -> TableState:
     """Fold ``commits`` (ascending ``(version, actions)``) onto ``base``.
 
     Within one commit, ``remove``s are applied before ``add``s, so an add and
@@ -121,7 +138,7 @@ def apply_commits(
     domains = dict(base.domain_actions)
     newest: dict[FileKey, AddFile | RemoveFile] = {}
     version = base.version
-    for version, actions in commits:
+    for version, actions in commits:  # noqa: B007 (the last version is the state's)
         removes: list[RemoveFile] = []
         adds: list[AddFile] = []
         for action in actions:
@@ -137,7 +154,8 @@ def apply_commits(
                 txns[action.app_id] = action
             elif isinstance(action, DomainMetadata):
                 domains[action.domain] = action
-        for file_action in (*removes, *adds):
+        ordered: list[AddFile | RemoveFile] = [*removes, *adds]
+        for file_action in ordered:
             key = action_key(file_action)
             newest.pop(key, None)  # keep insertion order = recency
             newest[key] = file_action

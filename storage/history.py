@@ -15,8 +15,8 @@ from typing import Any
 
 from protocol.file_names import LogFileKind
 from storage.log_reader import first_commit_info
-from storage.snapshot import commit_timestamps, load_snapshot_from_store
 from storage.log_store import LogStore, log_store_for
+from storage.snapshot import commit_timestamps, load_snapshot_from_store
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,18 @@ class HistoryEntry:
         }
 
 
-def history_from_store(uri: str, store: LogStore, *, limit: int | None = None) -> list[HistoryEntry]:
+def history_from_store(
+    uri: str, store: LogStore, *, limit: int | None = None
+) -> list[HistoryEntry]:
     latest = load_snapshot_from_store(uri, store)
     listing = store.list_from(0)
-    stamps = {c.version: c.timestamp_ms for c in commit_timestamps(store, listing, latest.table_configuration)}
-    commits = [f for f in listing if f.kind is LogFileKind.COMMIT and f.require_version() <= latest.version]
+    stamps = {
+        c.version: c.timestamp_ms
+        for c in commit_timestamps(store, listing, latest.table_configuration)
+    }
+    commits = [
+        f for f in listing if f.kind is LogFileKind.COMMIT and f.require_version() <= latest.version
+    ]
     commits.sort(key=lambda f: f.require_version(), reverse=True)
     if limit is not None:
         commits = commits[:limit]

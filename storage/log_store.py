@@ -97,9 +97,7 @@ class LogStore:
 
     def list_from(self, version: int = 0) -> list[LogFile]:
         """Versioned files of ``_delta_log`` with version >= ``version``, sorted."""
-        return [
-            f for f in self.list_dir() if f.version is not None and f.version >= version
-        ]
+        return [f for f in self.list_dir() if f.version is not None and f.version >= version]
 
     def log_exists(self) -> bool:
         return bool(self.fs.isdir(self.log_dir))

@@ -49,7 +49,8 @@ class Snapshot:
 
     table_uri: str
     state: TableState
-    log_segment: LogSegment
+    log_segment: LogSegment | None
+    """The files it was read from; None when served from a coordinator's memory."""
     timestamp: int
     """Commit timestamp of ``version`` in ms (in-commit timestamp when enabled)."""
     commit_infos: dict[int, CommitInfo] = field(default_factory=dict, repr=False)
@@ -153,9 +154,8 @@ def _version_timestamp(
     config = TableConfiguration(state.protocol, state.metadata)  # type: ignore[arg-type]
     version = state.version
     commit = _commit_file(segment, listing, version)
-    if config.in_commit_timestamps_enabled and version >= (
-        config.in_commit_timestamp_enablement_version or 0
-    ):
+    enablement = config.in_commit_timestamp_enablement
+    if config.in_commit_timestamps_enabled and version >= (enablement[0] if enablement else 0):
         info = commit_infos.get(version)
         if info is None and commit is not None:
             body = first_commit_info(store.read(commit.name))
@@ -168,16 +168,14 @@ def _version_timestamp(
     return checkpoint.files[0].modification_time if checkpoint is not None else 0
 
 
-def commit_timestamps(store: LogStore, listing: list[LogFile], config: TableConfiguration) -> list[
-    CommitTimestamp
-]:
+def commit_timestamps(
+    store: LogStore, listing: list[LogFile], config: TableConfiguration
+) -> list[CommitTimestamp]:
     """Commit timestamps of every published commit, ICT where enabled."""
     commits = [f for f in listing if f.kind is LogFileKind.COMMIT]
-    enablement = config.in_commit_timestamp_enablement_version
+    enablement = (config.in_commit_timestamp_enablement or (None, None))[0]
     ict_enabled = config.in_commit_timestamps_enabled
-    ict_commits = [
-        c for c in commits if ict_enabled and c.require_version() >= (enablement or 0)
-    ]
+    ict_commits = [c for c in commits if ict_enabled and c.require_version() >= (enablement or 0)]
     ict: dict[int, int] = {}
     for file, data in zip(ict_commits, store.read_many([c.name for c in ict_commits]), strict=True):
         body = first_commit_info(data)
@@ -250,8 +248,8 @@ def load_snapshot_from_store(
         version = version_at_timestamp(
             commit_timestamps(store, listing, config),
             target_ms,
-            enablement_version=config.in_commit_timestamp_enablement_version,
-            enablement_timestamp=config.in_commit_timestamp_enablement_timestamp,
+            enablement_version=(config.in_commit_timestamp_enablement or (None, None))[0],
+            enablement_timestamp=(config.in_commit_timestamp_enablement or (None, None))[1],
         )
     segment = build_log_segment(listing, target_version=version, last_checkpoint_hint=hint)
     state, commit_infos = replay_segment(store, segment)

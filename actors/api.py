@@ -1,0 +1,455 @@
+"""The public API: ``create_table``, ``open_table``, :class:`Table`, :class:`Transaction`.
+
+>>> import pyarrow as pa                                             # doctest: +SKIP
+>>> from actors import create_table, open_table                      # doctest: +SKIP
+>>> table = create_table("file:///tmp/events", schema=pa.schema([("id", pa.int64())]))
+>>> txn = table.transaction()                                        # doctest: +SKIP
+>>> txn.add(AddFile(path="part-0.parquet", size=10, modificationTime=0))  # doctest: +SKIP
+>>> txn.commit(operation="WRITE")                                    # doctest: +SKIP
+1
+
+Invariants:
+- A :class:`Table` is a thin handle: every commit goes through the table's
+  one ``TableActor``; the handle caches the latest snapshot and brings it up
+  to date with the commits it has not seen (from the actor's memory), so a
+  ``snapshot()`` after a commit costs the size of that commit, not of the table.
+- A :class:`Transaction` records what it read (its read set) and sends it
+  with its actions; it never retries on its own: the actor rebases it or
+  tells it which conflict happened, as a delta-spark exception.
+- Options are keyword-only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from protocol.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Format,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
+from protocol.errors import TableNotFoundError
+from protocol.events import (
+    CommitCommitted,
+    CommitConflict,
+    CommitRejected,
+    CommitRequest,
+    FileRef,
+    IsolationLevel,
+    ReadSet,
+)
+from protocol.predicates import Predicate, from_partition_values, parse_predicate
+from protocol.reconciliation import TableHead, apply_commits
+from protocol.schema import from_arrow, serialize_schema
+from protocol.table_features import upgrade_protocol
+from storage.history import HistoryEntry, load_history
+from storage.snapshot import Snapshot, load_snapshot
+
+NAMESPACE = "deltaray"
+
+
+def normalize_uri(uri: str) -> str:
+    """One spelling per table: local paths become absolute ``file://`` URIs."""
+    if "://" not in uri:
+        return "file://" + os.path.abspath(os.path.expanduser(uri))
+    if uri.startswith("file://"):
+        return "file://" + os.path.abspath(uri[len("file://") :])
+    return uri.rstrip("/")
+
+
+def _ensure_ray() -> Any:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def _table_actor(uri: str, storage_options: dict[str, Any] | None) -> Any:
+    _ensure_ray()
+    from actors.table_actor import TableActor, actor_name
+
+    return TableActor.options(  # type: ignore[attr-defined]
+        name=actor_name(uri),
+        namespace=NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+    ).remote(uri, storage_options)
+
+
+def _default_protocol(properties: Mapping[str, str]) -> Protocol:
+    """The smallest protocol that supports what ``properties`` turn on."""
+    base = Protocol(minReaderVersion=1, minWriterVersion=2)
+    reader: list[str] = []
+    writer: list[str] = []
+
+    def on(key: str) -> bool:
+        return str(properties.get(key, "false")).lower() == "true"
+
+    if on("delta.enableDeletionVectors"):
+        reader.append("deletionVectors")
+        writer.append("deletionVectors")
+    if on("delta.enableInCommitTimestamps"):
+        writer.append("inCommitTimestamp")
+    if on("delta.enableRowTracking"):
+        writer.extend(["rowTracking", "domainMetadata"])
+    if on("delta.enableChangeDataFeed"):
+        writer.append("changeDataFeed")
+    if properties.get("delta.checkpointPolicy") == "v2":
+        reader.append("v2Checkpoint")
+        writer.append("v2Checkpoint")
+    if properties.get("delta.columnMapping.mode", "none") != "none":
+        reader.append("columnMapping")
+        writer.append("columnMapping")
+    if on("delta.appendOnly"):
+        writer.append("appendOnly")
+    if not reader and not writer:
+        return base
+    return upgrade_protocol(base, reader_features=reader, writer_features=writer)
+
+
+def create_table(
+    uri: str,
+    *,
+    schema: pa.Schema,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    protocol: Protocol | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Table:
+    """Create a new Delta table (version 0) and return its handle.
+
+    Raises :class:`~protocol.errors.TableAlreadyExistsError` if one exists.
+    """
+    table = open_table(uri, storage_options=storage_options)
+    config = {k: str(v) for k, v in (properties or {}).items()}
+    if config.get("delta.enableRowTracking") == "true":
+        config.setdefault(
+            "delta.rowTracking.materializedRowIdColumnName", f"_row-id-col-{uuid.uuid4()}"
+        )
+        config.setdefault(
+            "delta.rowTracking.materializedRowCommitVersionColumnName",
+            f"_row-commit-version-col-{uuid.uuid4()}",
+        )
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        name=name,
+        description=description,
+        format=Format(provider="parquet", options={}),
+        schemaString=serialize_schema(from_arrow(schema)),
+        partitionColumns=list(partition_by),
+        createdTime=int(time.time() * 1000),
+        configuration=config,
+    )
+    actions: list[Action] = [protocol or _default_protocol(config), metadata]
+    request = CommitRequest(
+        txn_id=str(uuid.uuid4()),
+        read_set=ReadSet(read_version=-1),
+        actions=tuple(actions),
+        operation="CREATE TABLE",
+        operation_parameters={
+            "partitionBy": list(partition_by),
+            "properties": config,
+        },
+        commit_time_ms=int(time.time() * 1000),
+    )
+    reply = table._call("create", request)
+    table._check(reply)
+    return table
+
+
+def open_table(uri: str, *, storage_options: dict[str, Any] | None = None) -> Table:
+    """The handle of the table at ``uri``, starting its actor if none runs.
+
+    Starts a local Ray cluster when this process is not connected to one.
+    The table need not exist yet (see :func:`create_table`).
+    """
+    normalized = normalize_uri(uri)
+    return Table(normalized, _table_actor(normalized, storage_options), storage_options)
+
+
+class Table:
+    """A handle on one table's actor (cheap; create with :func:`open_table`)."""
+
+    def __init__(self, uri: str, actor: Any, storage_options: dict[str, Any] | None = None) -> None:
+        self.uri = uri
+        self.actor = actor
+        self.storage_options = storage_options
+        self._cached: Snapshot | None = None
+
+    def _call(self, method: str, *args: Any) -> Any:
+        ray = _ensure_ray()
+        return ray.get(getattr(self.actor, method).remote(*args))
+
+    @staticmethod
+    def _check(reply: CommitCommitted | CommitConflict | CommitRejected) -> int:
+        """The version won, or the typed error the reply names."""
+        return reply.raise_if_conflict().version
+
+    def version(self) -> int:
+        """Latest committed version (-1 when the table does not exist)."""
+        return int(self._call("version"))
+
+    def head(self) -> TableHead:
+        """Protocol, metadata, txns and domains at the latest version; no files."""
+        return self._call("head")  # type: ignore[no-any-return]
+
+    def snapshot(
+        self, *, version: int | None = None, timestamp: int | str | datetime | None = None
+    ) -> Snapshot:
+        """The latest snapshot (from the actor), or one at ``version`` / ``timestamp``
+        (time travel, read from storage)."""
+        if version is not None or timestamp is not None:
+            return load_snapshot(
+                self.uri, version=version, timestamp=timestamp, storage_options=self.storage_options
+            )
+        since = self._cached.version if self._cached is not None else -1
+        latest, commits = self._call("tail", since)
+        if latest < 0:
+            raise TableNotFoundError(f"no Delta table at {self.uri}")
+        if self._cached is None or commits is None:
+            self._cached = load_snapshot(self.uri, storage_options=self.storage_options)
+            if self._cached.version < latest:
+                return self.snapshot()
+            return self._cached
+        if commits:
+            state = apply_commits(self._cached.state, commits)
+            stamp = _commit_timestamp(commits[-1][1], self._cached.timestamp)
+            self._cached = replace(self._cached, state=state, log_segment=None, timestamp=stamp)
+        return self._cached
+
+    def transaction(
+        self, *, isolation_level: IsolationLevel | str = IsolationLevel.WRITE_SERIALIZABLE
+    ) -> Transaction:
+        """A new transaction reading the latest version."""
+        head = self.head()
+        if head.version < 0:
+            raise TableNotFoundError(f"no Delta table at {self.uri}")
+        return Transaction(self, head, isolation_level=IsolationLevel(isolation_level))
+
+    def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
+        return load_history(self.uri, limit=limit, storage_options=self.storage_options)
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r})"
+
+
+def _commit_timestamp(actions: Sequence[Action], fallback: int) -> int:
+    for action in actions:
+        if isinstance(action, CommitInfo):
+            if action.in_commit_timestamp is not None:
+                return action.in_commit_timestamp
+            if action.timestamp is not None:
+                return action.timestamp
+    return fallback
+
+
+class Transaction:
+    """Collects what a writer read and wrote; :meth:`commit` sends it once."""
+
+    def __init__(self, table: Table, head: TableHead, *, isolation_level: IsolationLevel) -> None:
+        self.table = table
+        self.read_version = head.version
+        self._head = head
+        self.isolation_level = isolation_level
+        self._predicates: list[Predicate] = []
+        self._files_read: list[FileRef] = []
+        self._read_whole_table = False
+        self._app_ids_read: list[str] = []
+        self._domains_read: list[str] = []
+        self._actions: list[Action] = []
+        self.txn_id = str(uuid.uuid4())
+        self.committed_version: int | None = None
+
+    @property
+    def metadata(self) -> Metadata:
+        assert self._head.metadata is not None
+        return self._head.metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        assert self._head.protocol is not None
+        return self._head.protocol
+
+    # --- what was read -------------------------------------------------------------
+
+    def read(self, predicate: str | Predicate | Mapping[str, str | None]) -> Transaction:
+        """Record a partition predicate this transaction's result depends on."""
+        if isinstance(predicate, str):
+            predicate = parse_predicate(predicate)
+        elif isinstance(predicate, Mapping):
+            predicate = from_partition_values(dict(predicate))
+        self._predicates.append(predicate)
+        return self
+
+    def read_files(self, paths: Iterable[str | AddFile]) -> Transaction:
+        """Record files whose content this transaction read."""
+        for item in paths:
+            if isinstance(item, AddFile):
+                self._files_read.append(FileRef(path=item.path, dv_id=item.dv_unique_id))
+            else:
+                self._files_read.append(FileRef(path=item, dv_id=None))
+        return self
+
+    def read_whole_table(self) -> Transaction:
+        self._read_whole_table = True
+        return self
+
+    def app_version(self, app_id: str) -> int | None:
+        """The table's version for ``app_id`` (recorded as read)."""
+        self._app_ids_read.append(app_id)
+        txn = self._head.txns.get(app_id)
+        return None if txn is None else txn.version
+
+    def domain(self, domain: str) -> str | None:
+        """A domain's configuration (recorded as read)."""
+        self._domains_read.append(domain)
+        found = self._head.domains.get(domain)
+        return None if found is None else found.configuration
+
+    # --- what is written -------------------------------------------------------------
+
+    def add(self, *files: AddFile) -> Transaction:
+        self._actions.extend(files)
+        return self
+
+    def remove(
+        self,
+        file: str | AddFile | RemoveFile,
+        *,
+        data_change: bool = True,
+        deletion_timestamp: int | None = None,
+    ) -> Transaction:
+        """Remove a file: by path, from its ``AddFile`` (keeps partition values,
+        size and DV), or as a ready ``RemoveFile``."""
+        stamp = deletion_timestamp if deletion_timestamp is not None else int(time.time() * 1000)
+        if isinstance(file, RemoveFile):
+            self._actions.append(file)
+        elif isinstance(file, AddFile):
+            self._actions.append(
+                RemoveFile(
+                    path=file.path,
+                    deletionTimestamp=stamp,
+                    dataChange=data_change,
+                    extendedFileMetadata=True,
+                    partitionValues=file.partition_values,
+                    size=file.size,
+                    deletionVector=file.deletion_vector,
+                    baseRowId=file.base_row_id,
+                    defaultRowCommitVersion=file.default_row_commit_version,
+                )
+            )
+        else:
+            self._actions.append(
+                RemoveFile(path=file, deletionTimestamp=stamp, dataChange=data_change)
+            )
+        return self
+
+    def set_app_version(self, app_id: str, version: int) -> Transaction:
+        self._actions.append(
+            Txn(appId=app_id, version=version, lastUpdated=int(time.time() * 1000))
+        )
+        return self
+
+    def set_metadata(
+        self,
+        *,
+        schema: pa.Schema | None = None,
+        partition_by: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        remove_properties: Iterable[str] = (),
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Transaction:
+        """Change metadata; unspecified parts are kept from the read version."""
+        current = self.metadata
+        configuration = dict(current.configuration)
+        configuration.update({k: str(v) for k, v in (properties or {}).items()})
+        for key in remove_properties:
+            configuration.pop(key, None)
+        update: dict[str, Any] = {"configuration": configuration}
+        if schema is not None:
+            update["schema_string"] = serialize_schema(from_arrow(schema))
+        if partition_by is not None:
+            update["partition_columns"] = list(partition_by)
+        if name is not None:
+            update["name"] = name
+        if description is not None:
+            update["description"] = description
+        self._actions = [a for a in self._actions if not isinstance(a, Metadata)]
+        self._actions.append(current.model_copy(update=update))
+        return self
+
+    def set_domain(self, domain: str, configuration: str, *, removed: bool = False) -> Transaction:
+        self._actions.append(
+            DomainMetadata(domain=domain, configuration=configuration, removed=removed)
+        )
+        return self
+
+    def upgrade_protocol(
+        self, *, reader_features: Iterable[str] = (), writer_features: Iterable[str] = ()
+    ) -> Transaction:
+        upgraded = upgrade_protocol(
+            self.protocol,
+            reader_features=list(reader_features),
+            writer_features=list(writer_features),
+        )
+        self._actions = [a for a in self._actions if not isinstance(a, Protocol)]
+        self._actions.append(upgraded)
+        return self
+
+    @property
+    def actions(self) -> list[Action]:
+        return list(self._actions)
+
+    def read_set(self) -> ReadSet:
+        return ReadSet(
+            read_version=self.read_version,
+            predicates=tuple(self._predicates),
+            files_read=tuple(self._files_read),
+            read_whole_table=self._read_whole_table,
+            app_ids_read=tuple(self._app_ids_read),
+            domains_read=tuple(self._domains_read),
+            isolation_level=self.isolation_level,
+        )
+
+    def request(
+        self, *, operation: str = "WRITE", operation_parameters: Mapping[str, Any] | None = None
+    ) -> CommitRequest:
+        return CommitRequest(
+            txn_id=self.txn_id,
+            read_set=self.read_set(),
+            actions=tuple(self._actions),
+            operation=operation,
+            operation_parameters=dict(operation_parameters or {}),
+            commit_time_ms=int(time.time() * 1000),
+        )
+
+    def commit(
+        self, *, operation: str = "WRITE", operation_parameters: Mapping[str, Any] | None = None
+    ) -> int:
+        """Send the transaction; return the version it won.
+
+        Calling it again after a lost reply returns the same version
+        (exactly once, keyed by :attr:`txn_id`).
+        """
+        request = self.request(operation=operation, operation_parameters=operation_parameters)
+        reply = self.table._call("commit", request)
+        self.committed_version = Table._check(reply)
+        return self.committed_version

@@ -1,0 +1,471 @@
+"""The commit coordinator: one serial history for one table, without Ray.
+
+:class:`CommitCoordinator` is the brain of a ``TableActor``; it is plain
+Python so it can be tested and reasoned about on its own. The actor wraps it
+and adds naming, restarts and event publication.
+
+Invariants:
+- The coordinator's state is a fold of the log (event sourcing): everything
+  it holds is rebuilt by :meth:`CommitCoordinator.reload` from checkpoint +
+  commits, so losing the process loses nothing that was acknowledged.
+- A commit is acknowledged only after its ``put_if_absent`` succeeded.
+- Exactly once: every commit carries ``commitInfo.txnId``; a request whose
+  ``txn_id`` is already in the log (found in memory, or in the recent log
+  after a restart) gets the version it already won, and nothing is written.
+- A request that does not logically conflict with the winners it did not
+  see is rebased (version, in-commit timestamp, row ids) and written; it is
+  never sent back for a client-side retry. One that does conflict gets a
+  :class:`CommitConflict` naming delta-spark's exception.
+- Another engine may write the table directly: a lost ``put_if_absent``
+  race makes the coordinator read the new winners from the log (by name, no
+  listing), check them like any other winner, and try the next version.
+- Committing needs no file listing of the table: conflict checks use the
+  winners' actions and the request's read set, so the cost of a commit does
+  not grow with the number of files. The file tables are folded lazily,
+  when a snapshot is asked for.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from actors.faults import crash_point
+from protocol.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    parse_actions,
+    serialize_actions,
+)
+from protocol.commit_rules import validate_commit
+from protocol.conflicts import (
+    ROW_TRACKING_DOMAIN,
+    WinningCommit,
+    check_conflicts,
+    high_water_mark_of,
+    rebase,
+)
+from protocol.errors import (
+    DeltaConcurrentModificationException,
+    DeltaError,
+    FileAlreadyExistsError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from protocol.events import (
+    CommitCommitted,
+    CommitConflict,
+    CommitPublished,
+    CommitRejected,
+    CommitReply,
+    CommitRequest,
+)
+from protocol.file_names import commit_name
+from protocol.reconciliation import TableHead, TableState, apply_commits
+from protocol.schema import parse_schema
+from protocol.table_configuration import TableConfiguration
+from storage.log_store import LogStore, log_store_for
+from storage.snapshot import Snapshot, load_snapshot_from_store
+
+DEFAULT_WINDOW = 1000
+"""Recent commits kept in memory for conflict checks and exactly-once lookups."""
+
+
+@dataclass(frozen=True)
+class CommittedVersion:  # cached_property needs a __dict__: no slots
+    """One commit of the history as the coordinator remembers it."""
+
+    version: int
+    actions: tuple[Action, ...]
+    txn_id: str | None
+    in_commit_timestamp: int | None
+    timestamp: int
+    protocol: Protocol | None = None
+    """The table's protocol after this version."""
+    metadata: Metadata | None = None
+    """The table's metadata after this version."""
+
+    @cached_property
+    def winning_commit(self) -> WinningCommit:
+        return WinningCommit.from_actions(
+            self.version, list(self.actions), file_timestamp=self.timestamp
+        )
+
+
+def _commit_info_of(actions: Sequence[Action]) -> CommitInfo | None:
+    for action in actions:
+        if isinstance(action, CommitInfo):
+            return action
+    return None
+
+
+class CommitCoordinator:
+    """Serial committer and in-memory state of one table (see module doc)."""
+
+    def __init__(
+        self,
+        table_uri: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        window: int = DEFAULT_WINDOW,
+        store: LogStore | None = None,
+    ) -> None:
+        self.table_uri = table_uri
+        self.store = store or log_store_for(table_uri, storage_options)
+        self.window_size = window
+        self._window: deque[CommittedVersion] = deque(maxlen=window)
+        self._txn_versions: dict[str, int] = {}
+        self._files_base: TableState = TableState()
+        self._pending: list[tuple[int, Sequence[Action]]] = []
+        self._head: TableState = TableState()
+        self._last_ict: int | None = None
+        self._last_timestamp = 0
+        self._config_cache: TableConfiguration | None = None
+        self.reload()
+
+    # --- state ------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Latest version known (-1 when the table does not exist yet)."""
+        return self._head.version
+
+    @property
+    def exists(self) -> bool:
+        return self._head.version >= 0
+
+    @property
+    def table_configuration(self) -> TableConfiguration:
+        """The validated protocol + metadata at :attr:`version` (cached per pair)."""
+        protocol, metadata = self._head.protocol, self._head.metadata
+        if protocol is None or metadata is None:
+            raise TableNotFoundError(f"no Delta table at {self.table_uri}")
+        cached = self._config_cache
+        if cached is None or cached.protocol is not protocol or cached.metadata is not metadata:
+            cached = self._config_cache = TableConfiguration(protocol, metadata)
+        return cached
+
+    def reload(self) -> None:
+        """Rebuild everything from the log (start, restart, or after corruption)."""
+        crash_point("reload")
+        self._window.clear()
+        self._txn_versions.clear()
+        self._pending = []
+        try:
+            snapshot = load_snapshot_from_store(self.table_uri, self.store)
+        except TableNotFoundError:
+            self._files_base = self._head = TableState()
+            self._last_ict = None
+            return
+        self._files_base = self._head = snapshot.state
+        self._last_timestamp = snapshot.timestamp
+        self._last_ict = snapshot.timestamp if self._ict_enabled() else None
+        self._load_window(snapshot.version)
+
+    def _load_window(self, latest: int) -> None:
+        """Remember the last ``window`` commits that are still in the log."""
+        first = max(0, latest - self.window_size + 1)
+        names = [commit_name(v) for v in range(first, latest + 1)]
+        listing = {f.name for f in self.store.list_from(first)}
+        present = [n for n in names if n in listing]
+        for name, data in zip(present, self.store.read_many(present), strict=True):
+            version = int(name.split(".", 1)[0])
+            entry = self._remember(version, parse_actions(data))
+            if version != latest:  # only the latest version's protocol/metadata is known here
+                self._window[-1] = replace(entry, protocol=None, metadata=None)
+
+    def _remember(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
+        info = _commit_info_of(actions)
+        ict = info.in_commit_timestamp if info else None
+        stamp = ict if ict is not None else (info.timestamp if info and info.timestamp else 0)
+        entry = CommittedVersion(
+            version,
+            tuple(actions),
+            info.txn_id if info else None,
+            ict,
+            stamp,
+            self._head.protocol,
+            self._head.metadata,
+        )
+        if len(self._window) == self._window.maxlen and self._window[0].txn_id:
+            self._txn_versions.pop(self._window[0].txn_id, None)
+        self._window.append(entry)
+        if entry.txn_id:
+            self._txn_versions[entry.txn_id] = version
+        if ict is not None:
+            self._last_ict = ict
+        self._last_timestamp = stamp
+        return entry
+
+    def _apply(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
+        non_file = [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]
+        self._head = replace(
+            apply_commits(self._head, [(version, non_file)]),
+            adds=self._files_base.adds,
+            removes=self._files_base.removes,
+        )
+        if any(isinstance(a, (AddFile, RemoveFile)) for a in actions):
+            self._pending.append((version, actions))
+        return self._remember(version, actions)
+
+    def state(self) -> TableState:
+        """The full reconciled state at :attr:`version` (folds pending commits)."""
+        if self._pending:
+            self._files_base = apply_commits(self._files_base, self._pending)
+            self._pending = []
+        self._files_base = replace(
+            self._head, adds=self._files_base.adds, removes=self._files_base.removes
+        )
+        self._head = self._files_base
+        return self._files_base
+
+    def head(self) -> TableHead:
+        """The non-file part of the latest state."""
+        return self._head.head()
+
+    def snapshot(self) -> Snapshot:
+        state = self.state()
+        return Snapshot(self.table_uri, state, None, self._last_timestamp)
+
+    def tail(self, since_version: int) -> list[tuple[int, list[Action]]] | None:
+        """Commits after ``since_version`` from memory, or None if the window
+        no longer reaches back that far (the caller then reloads)."""
+        if since_version >= self.version:
+            return []
+        if not self._window or self._window[0].version > since_version + 1:
+            return None
+        return [(c.version, list(c.actions)) for c in self._window if c.version > since_version]
+
+    # --- catching up with other writers ----------------------------------------
+
+    def catch_up(self) -> int:
+        """Apply commits other engines wrote after :attr:`version`; returns how many."""
+        count = 0
+        while True:
+            version = self.version + 1
+            try:
+                data = self.store.read(commit_name(version))
+            except FileNotFoundError:
+                return count
+            actions = parse_actions(data)
+            self._apply(version, actions)
+            count += 1
+
+    def _winners_since(self, read_version: int) -> list[CommittedVersion]:
+        if read_version >= self.version:
+            return []
+        if self._window and self._window[0].version <= read_version + 1:
+            return [c for c in self._window if c.version > read_version]
+        # Older than the window: read the missing range from the log.
+        needed = range(read_version + 1, self.version + 1)
+        names = [commit_name(v) for v in needed]
+        try:
+            blobs = self.store.read_many(names)
+        except FileNotFoundError as exc:
+            raise VersionNotFoundError(
+                f"read version {read_version} is older than the retained log of {self.table_uri}"
+            ) from exc
+        return [
+            CommittedVersion(v, tuple(parse_actions(b)), None, None, 0)
+            for v, b in zip(needed, blobs, strict=True)
+        ]
+
+    # --- committing ---------------------------------------------------------------
+
+    def _ict_enabled(self) -> bool:
+        return self.exists and self.table_configuration.in_commit_timestamps_enabled
+
+    def create(self, request: CommitRequest) -> CommitReply:
+        """Write version 0. Fails with :class:`TableAlreadyExistsError` if it exists."""
+        if request.txn_id in self._txn_versions:
+            return self._already(request)
+        self.catch_up()
+        if self.exists:
+            found = self._find_txn_in_log(request.txn_id)
+            if found is not None:
+                return self._already(request, found)
+            raise TableAlreadyExistsError(f"a Delta table already exists at {self.table_uri}")
+        try:
+            after = validate_commit(list(request.actions), is_create=True, final=False)
+        except DeltaError as error:
+            return CommitRejected.from_exception(request.txn_id, error)
+        now = int(time.time() * 1000)
+        actions = rebase(
+            [self._commit_info(request, 0, now), *request.actions],
+            [],
+            new_version=0,
+            state_high_water_mark=None,
+            in_commit_timestamps_enabled=after.in_commit_timestamps_enabled,
+            row_tracking_supported=after.is_feature_supported("rowTracking"),
+            now_ms=now,
+        )
+        try:
+            self.store.put_if_absent(commit_name(0), serialize_actions(actions))
+        except FileAlreadyExistsError:
+            self.catch_up()
+            raise TableAlreadyExistsError(
+                f"a Delta table already exists at {self.table_uri}"
+            ) from None
+        self._files_base = TableState()
+        entry = self._apply(0, actions)
+        return CommitCommitted(
+            txn_id=request.txn_id,
+            version=0,
+            in_commit_timestamp=entry.in_commit_timestamp,
+            attempts=1,
+            rebased_over=(),
+        )
+
+    def _already(self, request: CommitRequest, version: int | None = None) -> CommitCommitted:
+        won = version if version is not None else self._txn_versions[request.txn_id]
+        return CommitCommitted(
+            txn_id=request.txn_id, version=won, in_commit_timestamp=None, attempts=0
+        )
+
+    def _find_txn_in_log(self, txn_id: str) -> int | None:
+        for entry in self._window:
+            if entry.txn_id == txn_id:
+                return entry.version
+        return None
+
+    def _read_configuration(self, read_version: int) -> TableConfiguration:
+        """The table's protocol and metadata as of ``read_version``."""
+        if read_version == self.version:
+            return self.table_configuration
+        for entry in self._window:
+            if entry.version == read_version and entry.protocol and entry.metadata:
+                return TableConfiguration(entry.protocol, entry.metadata)
+        snapshot = load_snapshot_from_store(self.table_uri, self.store, version=read_version)
+        return snapshot.table_configuration
+
+    def _high_water_mark(self) -> int | None:
+        domain = self._head.domain_actions.get(ROW_TRACKING_DOMAIN)
+        if domain is None or domain.removed:
+            return None
+        return high_water_mark_of(domain)
+
+    def commit(self, request: CommitRequest) -> CommitReply:
+        """Check, rebase and write one commit; see the module invariants."""
+        try:
+            return self._commit(request)
+        except DeltaConcurrentModificationException as conflict:
+            return CommitConflict.from_exception(request.txn_id, conflict)
+        except (TableNotFoundError, VersionNotFoundError):
+            raise
+        except DeltaError as error:
+            return CommitRejected.from_exception(request.txn_id, error)
+
+    def _commit(self, request: CommitRequest) -> CommitReply:
+        if request.txn_id in self._txn_versions:
+            return self._already(request)
+        if not self.exists:
+            self.catch_up()
+            if not self.exists:
+                raise TableNotFoundError(f"no Delta table at {self.table_uri}")
+        read_version = request.read_set.read_version
+        if read_version > self.version:
+            self.catch_up()
+            if read_version > self.version:
+                raise VersionNotFoundError(
+                    f"read version {read_version} is newer than the table's {self.version}"
+                )
+        read_config = self._read_configuration(read_version)
+        attempts = 0
+        while True:
+            attempts += 1
+            winners = self._winners_since(read_version)
+            for winner in winners:
+                if winner.txn_id == request.txn_id:
+                    return self._already(request, winner.version)
+            after = validate_commit(
+                list(request.actions),
+                is_create=False,
+                table_configuration=self.table_configuration,
+                final=False,
+            )
+            winning = [w.winning_commit for w in winners]
+            check_conflicts(
+                request.read_set, list(request.actions), winning, read_configuration=read_config
+            )
+            version = self.version + 1
+            now = int(time.time() * 1000)
+            provenance = self._commit_info(request, version, now)
+            actions = rebase(
+                [provenance, *[a for a in request.actions if not isinstance(a, CommitInfo)]],
+                winning,
+                new_version=version,
+                state_high_water_mark=self._high_water_mark(),
+                in_commit_timestamps_enabled=after.in_commit_timestamps_enabled,
+                row_tracking_supported=after.is_feature_supported("rowTracking"),
+                now_ms=now,
+                previous_commit_timestamp=self._last_ict
+                if self._last_ict is not None
+                else self._last_timestamp,
+            )
+            validate_commit(actions, is_create=False, table_configuration=self.table_configuration)
+            # (validated twice: the request as sent, and as it will be written)
+            crash_point("before_put")
+            try:
+                self.store.put_if_absent(commit_name(version), serialize_actions(actions))
+            except FileAlreadyExistsError:
+                if self.catch_up() == 0:
+                    raise DeltaError(
+                        f"{commit_name(version)} exists but could not be read"
+                    ) from None
+                continue
+            crash_point("after_put")
+            entry = self._apply(version, actions)
+            return CommitCommitted(
+                txn_id=request.txn_id,
+                version=version,
+                in_commit_timestamp=entry.in_commit_timestamp,
+                attempts=attempts,
+                rebased_over=tuple(w.version for w in winners),
+            )
+
+    def _commit_info(self, request: CommitRequest, version: int, now_ms: int) -> CommitInfo:
+        """Provenance of the commit; ``rebase`` adds the in-commit timestamp."""
+        own = _commit_info_of(request.actions)
+        body: dict[str, Any] = dict(own.to_json_dict()) if own else {}
+        body.pop("inCommitTimestamp", None)
+        body.update(
+            {
+                "timestamp": now_ms,
+                "operation": request.operation,
+                "operationParameters": request.operation_parameters,
+                "isolationLevel": request.read_set.isolation_level.value,
+                "isBlindAppend": request.is_blind_append,
+                "txnId": request.txn_id,
+                "engineInfo": request.engine_info or "deltaray",
+            }
+        )
+        if version > 0:
+            body["readVersion"] = request.read_set.read_version
+        return CommitInfo.model_validate(body)
+
+    def published_event(self, version: int) -> CommitPublished:
+        """The typed event subscribers get for ``version`` (must be in the window)."""
+        for entry in reversed(self._window):
+            if entry.version == version:
+                return CommitPublished.from_actions(
+                    self.table_uri, version, entry.timestamp, entry.actions
+                )
+        raise VersionNotFoundError(f"version {version} is not in the coordinator's window")
+
+
+def new_txn_id() -> str:
+    return str(uuid.uuid4())
+
+
+def schema_of(metadata: Metadata) -> Any:
+    return parse_schema(metadata.schema_string or '{"type":"struct","fields":[]}')

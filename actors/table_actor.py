@@ -1,0 +1,104 @@
+"""``TableActor``: the Ray actor that owns one table's history.
+
+One named, detached, restartable actor per table URI, in the ``deltaray``
+namespace, so a notebook, a Ray job and a Spark driver all reach the same
+one. It wraps a :class:`~actors.coordinator.CommitCoordinator`.
+
+Invariants:
+- Method calls run one at a time (a synchronous actor), which is what turns
+  concurrent writers into one serial history.
+- ``max_restarts=-1`` and ``max_task_retries=-1``: if the process dies, Ray
+  restarts the actor (which rebuilds from the log) and retries the calls in
+  flight; the coordinator's ``txnId`` check makes the retry exactly-once.
+- After each commit it publishes a :class:`~protocol.events.CommitPublished`
+  to subscribers, fire-and-forget: a slow or dead subscriber never delays or
+  fails a commit.
+- It takes no CPU slot (``num_cpus=0``): a table actor is mostly I/O and
+  must not starve the tasks that do the heavy work.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ray
+
+from actors.coordinator import CommitCoordinator
+from protocol.actions import Action
+from protocol.events import CommitCommitted, CommitReply, CommitRequest
+from protocol.reconciliation import TableHead, TableState
+
+NAMESPACE = "deltaray"
+logger = logging.getLogger(__name__)
+
+
+def actor_name(table_uri: str) -> str:
+    return f"table:{table_uri}"
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class TableActor:
+    """See the module docstring. Create through :func:`actors.api.open_table`."""
+
+    def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        self._coordinator = CommitCoordinator(table_uri, storage_options=storage_options)
+        self._subscribers: dict[str, Any] = {}
+
+    def ping(self) -> int:
+        return self._coordinator.version
+
+    def version(self) -> int:
+        """Latest version, after picking up commits other engines wrote."""
+        self._coordinator.catch_up()
+        return self._coordinator.version
+
+    def create(self, request: CommitRequest) -> CommitReply:
+        reply = self._coordinator.create(request)
+        self._publish(reply)
+        return reply
+
+    def commit(self, request: CommitRequest) -> CommitReply:
+        reply = self._coordinator.commit(request)
+        self._publish(reply)
+        return reply
+
+    def head(self) -> TableHead:
+        """Protocol, metadata, txns and domains at the latest version, no files."""
+        self._coordinator.catch_up()
+        return self._coordinator.head()
+
+    def state(self) -> TableState:
+        """The whole reconciled state (ships the file tables: use sparingly)."""
+        self._coordinator.catch_up()
+        return self._coordinator.state()
+
+    def tail(self, since_version: int) -> tuple[int, list[tuple[int, list[Action]]] | None]:
+        """``(latest, commits after since_version)``; None when out of the window."""
+        self._coordinator.catch_up()
+        return self._coordinator.version, self._coordinator.tail(since_version)
+
+    def timestamp(self) -> int:
+        return self._coordinator.snapshot().timestamp
+
+    def reload(self) -> int:
+        self._coordinator.reload()
+        return self._coordinator.version
+
+    def subscribe(self, name: str, handle: Any) -> None:
+        """``handle.on_commit.remote(event)`` is called after every commit."""
+        self._subscribers[name] = handle
+
+    def unsubscribe(self, name: str) -> None:
+        self._subscribers.pop(name, None)
+
+    def _publish(self, reply: CommitReply) -> None:
+        if not isinstance(reply, CommitCommitted) or reply.attempts == 0:
+            return
+        event = self._coordinator.published_event(reply.version)
+        for name, handle in list(self._subscribers.items()):
+            try:
+                handle.on_commit.remote(event)
+            except Exception:  # a dead subscriber must never fail a commit
+                logger.warning("dropping subscriber %s", name, exc_info=True)
+                self._subscribers.pop(name, None)
