@@ -12,6 +12,7 @@ Subcommands that need Ray (checkpoint, cleanup, vacuum) import it lazily.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -172,12 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int)
     history.add_argument("--json", action="store_true")
 
-    for extend in _EXTENSIONS:
-        extend(commands)
+    for module_name in EXTENSION_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(commands, _command)
     return parser
 
 
-_EXTENSIONS: list[Callable[[Any], None]] = []
+EXTENSION_MODULES = ("actors.cli_checkpoint", "actors.cli_cleanup")
+"""Modules adding subcommands; each defines ``register(subparsers, command)``
+where ``command(name)`` is the decorator that registers a handler."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

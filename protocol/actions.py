@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,7 +50,8 @@ class Metadata(ActionModel):
     description: str | None = None
     format: Format = Field(default_factory=Format)
     # Required by the spec, yet absent in some delta-spark test logs; kept
-    # optional here (raw model) and required by TableConfiguration.
+    # optional here; TableConfiguration reads a missing one as an empty schema,
+    # as delta-spark does.
     schema_string: str | None = Field(default=None, alias="schemaString")
     partition_columns: list[str] = Field(default_factory=list, alias="partitionColumns")
     created_time: int | None = Field(default=None, alias="createdTime")
@@ -186,19 +187,19 @@ class UnknownAction(BaseModel):
         return self.body
 
 
-Action = Union[
-    AddFile,
-    RemoveFile,
-    Metadata,
-    Protocol,
-    Txn,
-    CommitInfo,
-    DomainMetadata,
-    AddCDCFile,
-    Sidecar,
-    CheckpointMetadata,
-    UnknownAction,
-]
+Action = (
+    AddFile
+    | RemoveFile
+    | Metadata
+    | Protocol
+    | Txn
+    | CommitInfo
+    | DomainMetadata
+    | AddCDCFile
+    | Sidecar
+    | CheckpointMetadata
+    | UnknownAction
+)
 
 ACTION_TYPES: dict[str, type[ActionModel]] = {
     cls.action_name: cls
@@ -217,8 +218,16 @@ ACTION_TYPES: dict[str, type[ActionModel]] = {
 }
 
 ActionName = Literal[
-    "add", "remove", "metaData", "protocol", "txn", "commitInfo",
-    "domainMetadata", "cdc", "sidecar", "checkpointMetadata",
+    "add",
+    "remove",
+    "metaData",
+    "protocol",
+    "txn",
+    "commitInfo",
+    "domainMetadata",
+    "cdc",
+    "sidecar",
+    "checkpointMetadata",
 ]
 
 

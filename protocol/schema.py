@@ -1,0 +1,676 @@
+"""The Delta schema type system: parse, serialize, column mapping, Arrow mapping.
+
+A table schema is the JSON ``schemaString`` of the ``metaData`` action
+(PROTOCOL.md, "Schema Serialization Format"): a subset of Spark SQL's JSON
+schema. This module turns it into immutable values and back.
+
+Invariants:
+- Lossless: ``json.loads(serialize_schema(parse_schema(s))) == json.loads(s)``
+  for every schema a Delta writer produces. Unknown type names and unknown
+  type objects (``{"type": "udt", ...}``) become :class:`UnknownType` holding
+  the raw JSON; unknown keys next to a known type or field are kept in
+  ``extra`` and written back; column metadata (``delta.columnMapping.*``,
+  ``__COLLATIONS``, ``delta.typeChanges``...) is kept verbatim.
+  Two normalisations only: a field without ``nullable``/``metadata`` is
+  written with ``"nullable": true`` / ``"metadata": {}`` (Spark's defaults), and
+  ``decimal( p , s )`` is written ``decimal(p,s)``.
+- Every value is a frozen dataclass, hashable (dict-valued parts are left
+  out of the hash but not out of equality).
+- Column mapping (PROTOCOL.md, "Column Mapping"): in ``id``/``name`` mode the
+  physical name of a field is ``delta.columnMapping.physicalName``, its id
+  ``delta.columnMapping.id``; in ``none`` mode the physical name is the name.
+- Arrow mapping: ``timestamp`` → ``timestamp[us, tz=UTC]``, ``timestamp_ntz`` →
+  ``timestamp[us]``, ``date`` → ``date32``, ``decimal(p,s)`` → ``decimal128(p,s)``,
+  ``variant`` → Spark's physical ``struct<value: binary, metadata: binary>``,
+  ``void`` → ``null``. ``from_arrow`` accepts the wider Arrow family
+  (large/view strings and lists, any timestamp unit, dictionaries...) and
+  refuses what Delta cannot store (unsigned 64-bit, unions, durations...).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from protocol.errors import SchemaError
+
+# --- column metadata keys -------------------------------------------------------
+
+COLUMN_MAPPING_ID_KEY = "delta.columnMapping.id"
+COLUMN_MAPPING_PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+# IcebergCompatV2 ids of array elements / map keys and values. The spec names
+# ``parquet.field.nested.ids``; delta-spark writes ``delta.columnMapping.nested.ids``.
+NESTED_IDS_KEYS = ("delta.columnMapping.nested.ids", "parquet.field.nested.ids")
+PARQUET_FIELD_ID_KEY = b"PARQUET:field_id"
+
+PRIMITIVE_TYPE_NAMES = frozenset(
+    {
+        "string",
+        "long",
+        "integer",
+        "short",
+        "byte",
+        "float",
+        "double",
+        "boolean",
+        "binary",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+        "void",
+        "variant",
+    }
+)
+
+_DECIMAL_RE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+MAX_DECIMAL_PRECISION = 38
+
+
+class ColumnMappingMode(enum.StrEnum):
+    """Value of the table property ``delta.columnMapping.mode``."""
+
+    NONE = "none"
+    ID = "id"
+    NAME = "name"
+
+
+# --- types -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PrimitiveType:
+    """A named primitive type (``string``, ``long``, ``timestamp_ntz``, ``variant``...)."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in PRIMITIVE_TYPE_NAMES:
+            raise SchemaError(f"unknown primitive type {self.name!r}")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class DecimalType:
+    """``decimal(precision, scale)`` with 1 <= precision <= 38 and 0 <= scale <= precision."""
+
+    precision: int
+    scale: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.precision <= MAX_DECIMAL_PRECISION:
+            raise SchemaError(f"decimal precision must be in [1, 38], got {self.precision}")
+        if not 0 <= self.scale <= self.precision:
+            raise SchemaError(
+                f"decimal scale must be in [0, precision={self.precision}], got {self.scale}"
+            )
+
+    @property
+    def name(self) -> str:
+        return f"decimal({self.precision},{self.scale})"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownType:
+    """A type this module does not know, kept as its raw JSON (string or object)."""
+
+    raw: Any = field(hash=False)
+
+    def __str__(self) -> str:
+        return json.dumps(self.raw)
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayType:
+    element_type: DataType
+    contains_null: bool = True
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MapType:
+    key_type: DataType
+    value_type: DataType
+    value_contains_null: bool = True
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StructField:
+    """A column (top-level or nested) with its JSON ``metadata`` map."""
+
+    name: str
+    type: DataType
+    nullable: bool = True
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def column_id(self) -> int | None:
+        return column_id(self)
+
+
+@dataclass(frozen=True, slots=True)
+class StructType:
+    """A struct: the table schema itself or a nested struct column."""
+
+    fields: tuple[StructField, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.fields, tuple):
+            object.__setattr__(self, "fields", tuple(self.fields))
+
+    def __iter__(self) -> Iterator[StructField]:
+        return iter(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def get(self, name: str, *, case_sensitive: bool = True) -> StructField | None:
+        """The field called ``name``, or None."""
+        for f in self.fields:
+            if f.name == name:
+                return f
+        if not case_sensitive:
+            folded = name.lower()
+            for f in self.fields:
+                if f.name.lower() == folded:
+                    return f
+        return None
+
+    def field(self, name: str, *, case_sensitive: bool = True) -> StructField:
+        """The field called ``name``; :class:`SchemaError` when absent."""
+        found = self.get(name, case_sensitive=case_sensitive)
+        if found is None:
+            raise SchemaError(f"no column {name!r} in schema (columns: {self.field_names})")
+        return found
+
+    def field_at(self, path: list[str] | tuple[str, ...]) -> StructField:
+        """The nested field at ``path`` (struct field names only)."""
+        if not path:
+            raise SchemaError("an empty column path names no field")
+        current: StructType = self
+        found: StructField | None = None
+        for i, part in enumerate(path):
+            found = current.field(part)
+            if i < len(path) - 1:
+                if not isinstance(found.type, StructType):
+                    raise SchemaError(f"column {'.'.join(path[: i + 1])!r} is not a struct")
+                current = found.type
+        assert found is not None
+        return found
+
+
+DataType = PrimitiveType | DecimalType | StructType | ArrayType | MapType | UnknownType
+
+STRING = PrimitiveType("string")
+LONG = PrimitiveType("long")
+INTEGER = PrimitiveType("integer")
+SHORT = PrimitiveType("short")
+BYTE = PrimitiveType("byte")
+FLOAT = PrimitiveType("float")
+DOUBLE = PrimitiveType("double")
+BOOLEAN = PrimitiveType("boolean")
+BINARY = PrimitiveType("binary")
+DATE = PrimitiveType("date")
+TIMESTAMP = PrimitiveType("timestamp")
+TIMESTAMP_NTZ = PrimitiveType("timestamp_ntz")
+VOID = PrimitiveType("void")
+VARIANT = PrimitiveType("variant")
+
+
+# --- JSON parse / serialize ---------------------------------------------------------
+
+
+def parse_schema(schema_string: str) -> StructType:
+    """Parse a ``schemaString``; the top level must be a struct."""
+    try:
+        raw = json.loads(schema_string)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"schema string is not JSON: {exc}") from exc
+    dtype = data_type_from_json(raw)
+    if not isinstance(dtype, StructType):
+        raise SchemaError("a table schema must be a struct type")
+    return dtype
+
+
+def serialize_schema(schema: StructType) -> str:
+    """The compact one-line JSON form written into ``schemaString``."""
+    return json.dumps(data_type_to_json(schema), separators=(",", ":"), ensure_ascii=False)
+
+
+def data_type_from_json(raw: Any) -> DataType:
+    """One type from its JSON value (a type name or a type object)."""
+    if isinstance(raw, str):
+        if raw in PRIMITIVE_TYPE_NAMES:
+            return PrimitiveType(raw)
+        match = _DECIMAL_RE.match(raw)
+        if match:
+            return DecimalType(int(match.group(1)), int(match.group(2)))
+        return UnknownType(raw)
+    if not isinstance(raw, dict):
+        raise SchemaError(f"a type must be a string or an object, got {raw!r}")
+    kind = raw.get("type")
+    if kind == "struct":
+        fields_raw = raw.get("fields")
+        if not isinstance(fields_raw, list):
+            raise SchemaError("a struct type needs a 'fields' array")
+        return StructType(
+            tuple(_field_from_json(f) for f in fields_raw),
+            extra=_extra(raw, ("type", "fields")),
+        )
+    if kind == "array":
+        if "elementType" not in raw:
+            raise SchemaError("an array type needs 'elementType'")
+        return ArrayType(
+            data_type_from_json(raw["elementType"]),
+            _bool(raw.get("containsNull", True), "containsNull"),
+            extra=_extra(raw, ("type", "elementType", "containsNull")),
+        )
+    if kind == "map":
+        if "keyType" not in raw or "valueType" not in raw:
+            raise SchemaError("a map type needs 'keyType' and 'valueType'")
+        return MapType(
+            data_type_from_json(raw["keyType"]),
+            data_type_from_json(raw["valueType"]),
+            _bool(raw.get("valueContainsNull", True), "valueContainsNull"),
+            extra=_extra(raw, ("type", "keyType", "valueType", "valueContainsNull")),
+        )
+    return UnknownType(raw)
+
+
+def data_type_to_json(dtype: DataType) -> Any:
+    """The JSON value of one type (inverse of :func:`data_type_from_json`)."""
+    if isinstance(dtype, (PrimitiveType, DecimalType)):
+        return dtype.name
+    if isinstance(dtype, UnknownType):
+        return dtype.raw
+    if isinstance(dtype, StructType):
+        return {
+            "type": "struct",
+            "fields": [_field_to_json(f) for f in dtype.fields],
+            **dtype.extra,
+        }
+    if isinstance(dtype, ArrayType):
+        return {
+            "type": "array",
+            "elementType": data_type_to_json(dtype.element_type),
+            "containsNull": dtype.contains_null,
+            **dtype.extra,
+        }
+    if isinstance(dtype, MapType):
+        return {
+            "type": "map",
+            "keyType": data_type_to_json(dtype.key_type),
+            "valueType": data_type_to_json(dtype.value_type),
+            "valueContainsNull": dtype.value_contains_null,
+            **dtype.extra,
+        }
+    raise SchemaError(f"not a Delta type: {dtype!r}")
+
+
+def _field_from_json(raw: Any) -> StructField:
+    if not isinstance(raw, dict):
+        raise SchemaError(f"a struct field must be an object, got {raw!r}")
+    name = raw.get("name")
+    if not isinstance(name, str):
+        raise SchemaError(f"a struct field needs a string 'name', got {name!r}")
+    if "type" not in raw:
+        raise SchemaError(f"struct field {name!r} has no 'type'")
+    metadata = raw.get("metadata", {})
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise SchemaError(f"the metadata of field {name!r} must be an object")
+    return StructField(
+        name=name,
+        type=data_type_from_json(raw["type"]),
+        nullable=_bool(raw.get("nullable", True), "nullable"),
+        metadata=metadata,
+        extra=_extra(raw, ("name", "type", "nullable", "metadata")),
+    )
+
+
+def _field_to_json(f: StructField) -> dict[str, Any]:
+    return {
+        "name": f.name,
+        "type": data_type_to_json(f.type),
+        "nullable": f.nullable,
+        "metadata": dict(f.metadata),
+        **f.extra,
+    }
+
+
+def _extra(raw: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in raw.items() if k not in known}
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise SchemaError(f"{key!r} must be a boolean, got {value!r}")
+    return value
+
+
+# --- walking -----------------------------------------------------------------------
+
+
+def walk_fields(
+    dtype: DataType, prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], StructField]]:
+    """Every struct field reachable from ``dtype``, depth first, with its path.
+
+    Paths hold field names; hops through an array or map add ``element``,
+    ``key`` or ``value`` (the names Delta uses for nested ids and type changes).
+    """
+    if isinstance(dtype, StructType):
+        for f in dtype.fields:
+            path = (*prefix, f.name)
+            yield path, f
+            yield from walk_fields(f.type, path)
+    elif isinstance(dtype, ArrayType):
+        yield from walk_fields(dtype.element_type, (*prefix, "element"))
+    elif isinstance(dtype, MapType):
+        yield from walk_fields(dtype.key_type, (*prefix, "key"))
+        yield from walk_fields(dtype.value_type, (*prefix, "value"))
+
+
+def contains_type(dtype: DataType, name: str) -> bool:
+    """Whether a primitive type called ``name`` (e.g. ``timestamp_ntz``) occurs anywhere."""
+    if isinstance(dtype, PrimitiveType):
+        return dtype.name == name
+    if isinstance(dtype, StructType):
+        return any(contains_type(f.type, name) for f in dtype.fields)
+    if isinstance(dtype, ArrayType):
+        return contains_type(dtype.element_type, name)
+    if isinstance(dtype, MapType):
+        return contains_type(dtype.key_type, name) or contains_type(dtype.value_type, name)
+    return False
+
+
+# --- column mapping ------------------------------------------------------------------
+
+
+def column_mapping_mode_from(value: str | ColumnMappingMode | None) -> ColumnMappingMode:
+    """Parse ``delta.columnMapping.mode`` (absent means ``none``)."""
+    if value is None:
+        return ColumnMappingMode.NONE
+    if isinstance(value, ColumnMappingMode):
+        return value
+    try:
+        return ColumnMappingMode(value.strip().lower())
+    except ValueError as exc:
+        raise SchemaError(f"invalid column mapping mode {value!r}") from exc
+
+
+def physical_name(f: StructField, mode: ColumnMappingMode | str = ColumnMappingMode.NONE) -> str:
+    """The name of the column in data files, partition values and statistics."""
+    if column_mapping_mode_from(mode) is ColumnMappingMode.NONE:
+        return f.name
+    name = f.metadata.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY)
+    if not isinstance(name, str) or not name:
+        raise SchemaError(f"column {f.name!r} has no {COLUMN_MAPPING_PHYSICAL_NAME_KEY}")
+    return name
+
+
+def column_id(f: StructField) -> int | None:
+    """``delta.columnMapping.id`` of the field, or None."""
+    value = f.metadata.get(COLUMN_MAPPING_ID_KEY)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SchemaError(f"column {f.name!r} has a non-integer {COLUMN_MAPPING_ID_KEY}: {value!r}")
+    return value
+
+
+def nested_ids(f: StructField) -> dict[str, int]:
+    """The IcebergCompatV2 ids of array elements / map keys and values under ``f``."""
+    for key in NESTED_IDS_KEYS:
+        value = f.metadata.get(key)
+        if isinstance(value, dict):
+            return {
+                k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)
+            }
+    return {}
+
+
+def max_column_id(schema: DataType) -> int:
+    """The largest column id used anywhere (fields and nested ids); 0 if none."""
+    best = 0
+    for _, f in walk_fields(schema):
+        cid = column_id(f)
+        if cid is not None:
+            best = max(best, cid)
+        for nid in nested_ids(f).values():
+            best = max(best, nid)
+    return best
+
+
+def to_physical(
+    schema: StructType, mode: ColumnMappingMode | str = ColumnMappingMode.NONE
+) -> StructType:
+    """The same schema with every field renamed to its physical name."""
+    resolved = column_mapping_mode_from(mode)
+    if resolved is ColumnMappingMode.NONE:
+        return schema
+    renamed = _rename_physical(schema, resolved)
+    assert isinstance(renamed, StructType)
+    return renamed
+
+
+def _rename_physical(dtype: DataType, mode: ColumnMappingMode) -> DataType:
+    if isinstance(dtype, StructType):
+        return StructType(
+            tuple(
+                StructField(
+                    physical_name(f, mode),
+                    _rename_physical(f.type, mode),
+                    f.nullable,
+                    f.metadata,
+                    f.extra,
+                )
+                for f in dtype.fields
+            ),
+            dtype.extra,
+        )
+    if isinstance(dtype, ArrayType):
+        return ArrayType(
+            _rename_physical(dtype.element_type, mode), dtype.contains_null, dtype.extra
+        )
+    if isinstance(dtype, MapType):
+        return MapType(
+            _rename_physical(dtype.key_type, mode),
+            _rename_physical(dtype.value_type, mode),
+            dtype.value_contains_null,
+            dtype.extra,
+        )
+    return dtype
+
+
+# --- Arrow ---------------------------------------------------------------------------
+
+_PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+    "void": pa.null(),
+    "variant": pa.struct(
+        [
+            pa.field("value", pa.binary(), nullable=False),
+            pa.field("metadata", pa.binary(), nullable=False),
+        ]
+    ),
+}
+
+
+def to_arrow(schema: StructType, *, physical: bool = False) -> pa.Schema:
+    """The Arrow schema of a table schema.
+
+    With ``physical=True`` fields carry their column-mapping physical names
+    (where the metadata holds one) and their ids as Parquet field ids, which is
+    the schema of the data files of a column-mapped table.
+    """
+    return pa.schema([_field_to_arrow(f, physical=physical) for f in schema.fields])
+
+
+def data_type_to_arrow(dtype: DataType, *, physical: bool = False) -> pa.DataType:
+    """The Arrow type of one Delta type."""
+    return _type_to_arrow(dtype, physical, None, {})
+
+
+def _field_to_arrow(f: StructField, *, physical: bool) -> pa.Field:
+    name = f.name
+    metadata: dict[bytes, bytes] | None = None
+    ids: dict[str, int] = {}
+    if physical:
+        phys = f.metadata.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY)
+        if isinstance(phys, str) and phys:
+            name = phys
+        cid = column_id(f)
+        if cid is not None:
+            metadata = {PARQUET_FIELD_ID_KEY: str(cid).encode()}
+        ids = nested_ids(f)
+    arrow_type = _type_to_arrow(f.type, physical, name, ids)
+    # Arrow's null type is always nullable (a void column holds only nulls).
+    nullable = f.nullable or pa.types.is_null(arrow_type)
+    return pa.field(name, arrow_type, nullable=nullable, metadata=metadata)
+
+
+def _nested_field(
+    name: str,
+    dtype: DataType,
+    nullable: bool,
+    physical: bool,
+    id_path: str | None,
+    ids: dict[str, int],
+) -> pa.Field:
+    metadata = None
+    if id_path is not None and id_path in ids:
+        metadata = {PARQUET_FIELD_ID_KEY: str(ids[id_path]).encode()}
+    arrow_type = _type_to_arrow(dtype, physical, id_path, ids)
+    if pa.types.is_null(arrow_type):
+        if name == "key":
+            raise SchemaError("a map key of type void has no Arrow equivalent")
+        nullable = True
+    return pa.field(name, arrow_type, nullable=nullable, metadata=metadata)
+
+
+def _type_to_arrow(
+    dtype: DataType, physical: bool, id_path: str | None, ids: dict[str, int]
+) -> pa.DataType:
+    if isinstance(dtype, PrimitiveType):
+        return _PRIMITIVE_TO_ARROW[dtype.name]
+    if isinstance(dtype, DecimalType):
+        return pa.decimal128(dtype.precision, dtype.scale)
+    if isinstance(dtype, StructType):
+        return pa.struct([_field_to_arrow(f, physical=physical) for f in dtype.fields])
+    if isinstance(dtype, ArrayType):
+        path = None if id_path is None else f"{id_path}.element"
+        return pa.list_(
+            _nested_field("element", dtype.element_type, dtype.contains_null, physical, path, ids)
+        )
+    if isinstance(dtype, MapType):
+        key_path = None if id_path is None else f"{id_path}.key"
+        value_path = None if id_path is None else f"{id_path}.value"
+        return pa.map_(
+            _nested_field("key", dtype.key_type, False, physical, key_path, ids),
+            _nested_field(
+                "value", dtype.value_type, dtype.value_contains_null, physical, value_path, ids
+            ),
+        )
+    raise SchemaError(f"type {dtype} has no Arrow equivalent")
+
+
+def from_arrow(schema: pa.Schema | pa.StructType) -> StructType:
+    """The Delta schema of an Arrow schema (used to create tables from Arrow)."""
+    if isinstance(schema, pa.Schema):
+        fields = list(schema)
+    else:
+        fields = [schema.field(i) for i in range(schema.num_fields)]
+    return StructType(tuple(_field_from_arrow(f) for f in fields))
+
+
+def data_type_from_arrow(arrow_type: pa.DataType) -> DataType:
+    """The Delta type of one Arrow type; :class:`SchemaError` when Delta has none."""
+    t = arrow_type
+    if pa.types.is_dictionary(t):
+        return data_type_from_arrow(t.value_type)
+    if isinstance(t, pa.ExtensionType):
+        return data_type_from_arrow(t.storage_type)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return STRING
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
+        return BINARY
+    if pa.types.is_boolean(t):
+        return BOOLEAN
+    signed = {8: BYTE, 16: SHORT, 32: INTEGER, 64: LONG}
+    if pa.types.is_signed_integer(t):
+        return signed[t.bit_width]
+    if pa.types.is_unsigned_integer(t):
+        # Widen to the next signed type so every value fits; uint64 has none.
+        if t.bit_width == 64:
+            raise SchemaError("Delta has no type for unsigned 64-bit integers")
+        return signed[t.bit_width * 2]
+    if pa.types.is_float16(t) or pa.types.is_float32(t):
+        return FLOAT
+    if pa.types.is_float64(t):
+        return DOUBLE
+    if pa.types.is_decimal(t):
+        if t.precision > MAX_DECIMAL_PRECISION:
+            raise SchemaError(f"decimal precision {t.precision} exceeds Delta's maximum of 38")
+        return DecimalType(t.precision, t.scale)
+    if pa.types.is_date(t):
+        return DATE
+    if pa.types.is_timestamp(t):
+        return TIMESTAMP if t.tz is not None else TIMESTAMP_NTZ
+    if pa.types.is_null(t):
+        return VOID
+    if pa.types.is_struct(t):
+        return StructType(tuple(_field_from_arrow(t.field(i)) for i in range(t.num_fields)))
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
+        return ArrayType(data_type_from_arrow(t.value_type), t.value_field.nullable)
+    if pa.types.is_map(t):
+        return MapType(
+            data_type_from_arrow(t.key_type),
+            data_type_from_arrow(t.item_type),
+            t.item_field.nullable,
+        )
+    raise SchemaError(f"Arrow type {t} has no Delta equivalent")
+
+
+def _field_from_arrow(f: pa.Field) -> StructField:
+    return StructField(f.name, data_type_from_arrow(f.type), f.nullable, {})
