@@ -261,8 +261,10 @@ def _check_file_actions(
                 raise InvalidFileActionError(
                     f"add {action.path!r} has a deletion vector but no numRecords in its stats"
                 )
-            if final and row_tracking and (
-                action.base_row_id is None or action.default_row_commit_version is None
+            if (
+                final
+                and row_tracking
+                and (action.base_row_id is None or action.default_row_commit_version is None)
             ):
                 raise InvalidFileActionError(
                     f"add {action.path!r} lacks baseRowId/defaultRowCommitVersion on a table "

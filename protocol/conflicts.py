@@ -463,7 +463,13 @@ def _schema_change_error(current: Metadata, winning: Metadata) -> str | None:
 
 
 _METADATA_FIELDS = (
-    "id", "name", "description", "format", "schema_string", "partition_columns", "created_time",
+    "id",
+    "name",
+    "description",
+    "format",
+    "schema_string",
+    "partition_columns",
+    "created_time",
 )
 
 
@@ -698,9 +704,7 @@ def with_in_commit_timestamp(actions: Sequence[Action], timestamp: int) -> list[
     if info is None:
         stamped = CommitInfo(timestamp=timestamp, inCommitTimestamp=timestamp)
     else:
-        stamped = info.model_copy(
-            update={"timestamp": timestamp, "in_commit_timestamp": timestamp}
-        )
+        stamped = info.model_copy(update={"timestamp": timestamp, "in_commit_timestamp": timestamp})
     return [stamped, *rest]
 
 
@@ -843,8 +847,9 @@ def rebase(
             read_high_water_mark=read_high_water_mark,
             read_version=read_version,
         )
-    if any(w.metadata is not None and _is_true(
-        w.metadata.configuration.get(ENABLE_ROW_TRACKING)) for w in ordered
+    if any(
+        w.metadata is not None and _is_true(w.metadata.configuration.get(ENABLE_ROW_TRACKING))
+        for w in ordered
     ):
         actions = _mark_row_tracking_not_preserved(actions)
 
@@ -855,7 +860,9 @@ def rebase(
             previous = (
                 last.in_commit_timestamp
                 if last.in_commit_timestamp is not None
-                else last.file_timestamp if last.file_timestamp is not None else previous
+                else last.file_timestamp
+                if last.file_timestamp is not None
+                else previous
             )
         timestamp = in_commit_timestamp(now_ms, previous)
         actions = with_in_commit_timestamp(actions, timestamp)

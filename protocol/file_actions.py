@@ -69,15 +69,38 @@ REMOVE_SCHEMA = pa.schema(list(REMOVE_TYPE))
 FileKey = tuple[str, str | None]
 
 
+def canonical_path(path: str) -> str:
+    """One spelling of a path for keying: ``file:/x``, ``file:///x`` and ``/x``
+    name the same local file (delta-spark canonicalizes them the same way).
+    Relative paths and other schemes are kept as written."""
+    if path.startswith("file:"):
+        rest = path[5:]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            if not rest.startswith("/"):  # file://host/x: keep the authority
+                return path
+        return rest
+    return path
+
+
+def path_spellings(path: str) -> tuple[str, ...]:
+    """Every spelling :func:`canonical_path` maps to the same key as ``path``."""
+    canonical = canonical_path(path)
+    if canonical.startswith("/"):
+        return (canonical, "file:" + canonical, "file://" + canonical)
+    return (canonical,)
+
+
 def file_key(path: str, dv: dict[str, Any] | None) -> FileKey:
     """The logical-file key of an action given its path and DV descriptor dict."""
+    path = canonical_path(path)
     if dv is None:
         return (path, None)
     return (path, unique_id_of(dv["storageType"], dv["pathOrInlineDv"], dv.get("offset")))
 
 
 def action_key(action: AddFile | RemoveFile) -> FileKey:
-    return (action.path, action.dv_unique_id)
+    return (canonical_path(action.path), action.dv_unique_id)
 
 
 def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
@@ -183,7 +206,7 @@ def table_keys(table: pa.Table, indices: Iterable[int] | None = None) -> list[Fi
         table = table.take(pa.array(list(indices), type=pa.int64()))
     paths = table.column("path").to_pylist()
     if table.column("deletionVector").null_count == table.num_rows:
-        return [(p, None) for p in paths]
+        return [(canonical_path(p), None) for p in paths]
     dvs = table.column("deletionVector").to_pylist()
     return [file_key(p, dv) for p, dv in zip(paths, dvs, strict=True)]
 

@@ -194,7 +194,12 @@ def build_log_segment(
     start = 0 if checkpoint_version is None else checkpoint_version + 1
 
     if checkpoint is None and 0 not in commits:
-        earliest = min(commits)  # non-empty: there is no checkpoint <= target
+        if not commits:  # only checkpoints, all newer than the target
+            raise VersionNotFoundError(
+                f"cannot reconstruct version {target}: the earliest checkpoint is version "
+                f"{min(checkpoints)} and no commits are left before it"
+            )
+        earliest = min(commits)
         earliest_checkpoint = min(checkpoints, default=None)
         if target_version is not None:
             raise VersionNotFoundError(

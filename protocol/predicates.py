@@ -186,8 +186,9 @@ def from_partition_values(values: Mapping[str, str | None]) -> Predicate:
     An empty mapping selects everything.
     """
     terms: list[Predicate] = [
-        IsNull(column=name) if value is None or value == "" else
-        Comparison(column=name, op="=", value=value)
+        IsNull(column=name)
+        if value is None or value == ""
+        else Comparison(column=name, op="=", value=value)
         for name, value in values.items()
     ]
     if not terms:
@@ -261,9 +262,7 @@ class _Columns:
         the file does not carry: such a file is judged as "may match".
         """
         type_key = column if column in self._types else self._types_folded.get(column.lower())
-        value_key = (
-            column if column in self._values else self._values_folded.get(column.lower())
-        )
+        value_key = column if column in self._values else self._values_folded.get(column.lower())
         if type_key is None and value_key is None:
             return None
         dtype = self._types[type_key] if type_key is not None else _STRING

@@ -45,7 +45,9 @@ from protocol.file_actions import (
     FileKey,
     action_key,
     actions_to_table,
+    canonical_path,
     drop_rows,
+    path_spellings,
     row_to_add,
     row_to_remove,
     table_keys,
@@ -161,7 +163,7 @@ def apply_commits(base: TableState, commits: Iterable[tuple[int, Sequence[Action
             newest[key] = file_action
     if not newest:
         return TableState(version, protocol, metadata, txns, domains, base.adds, base.removes)
-    touched_paths = {key[0] for key in newest}
+    touched_paths = {spelling for key in newest for spelling in path_spellings(key[0])}
     adds_table = _drop_keys(base.adds, newest, touched_paths)
     removes_table = _drop_keys(base.removes, newest, touched_paths)
     new_adds = [a for a in newest.values() if isinstance(a, AddFile)]
@@ -190,9 +192,9 @@ def state_from_checkpoint(
     base = TableState(version=version, adds=adds, removes=removes)
     state = apply_commits(base, [(version, list(non_file_actions))])
     if removes.num_rows and adds.num_rows:
-        live_paths = set(pc.unique(adds.column("path")).to_pylist())
-        removed_paths = set(pc.unique(removes.column("path")).to_pylist())
-        clash = live_paths & removed_paths
+        live_paths = {canonical_path(p) for p in pc.unique(adds.column("path")).to_pylist()}
+        removed = {canonical_path(p) for p in pc.unique(removes.column("path")).to_pylist()}
+        clash = {s for p in live_paths & removed for s in path_spellings(p)}
         if clash:
             live_keys: dict[FileKey, object] = dict.fromkeys(table_keys(adds))
             state = replace(state, removes=_drop_keys(removes, live_keys, clash))

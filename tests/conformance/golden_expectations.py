@@ -70,13 +70,6 @@ _NO_SCHEMA = "deltalake requires metaData.schemaString, which this hand-written 
 log suites load these tables too), so they are checked against the naive replay."""
 
 
-def _canonicalization_bug(remove_prefix: str) -> str:
-    return (
-        "deltaray keys files by the raw path string; delta-spark canonicalizes '/p' and "
-        f"'{remove_prefix}' to one file, so the remove cancels the add (0 files at v1)"
-    )
-
-
 TABLES: tuple[GoldenTable, ...] = (
     # --- not tables -------------------------------------------------------
     GoldenTable(
@@ -216,12 +209,6 @@ TABLES: tuple[GoldenTable, ...] = (
         "classic checkpoints at v1 and v2; loads from checkpoints alone once the JSON "
         "commits are deleted (in a copy)",
         checks=("only_checkpoint_files", "only_checkpoint_files_before_first_checkpoint"),
-        known_bugs={
-            "only_checkpoint_files_before_first_checkpoint": "protocol.log_segment."
-            "build_log_segment raises ValueError (min() of no commits) instead of "
-            "VersionNotFoundError when no commit file is left and the target version is "
-            "below the earliest checkpoint"
-        },
     ),
     GoldenTable(
         "spark-variant-checkpoint",
@@ -351,28 +338,24 @@ TABLES: tuple[GoldenTable, ...] = (
         "add '/some/unqualified/absolute/path', remove 'file:/...': the same file",
         deltalake_refusal=_NO_SCHEMA,
         checks=("canonicalized_paths",),
-        known_bugs={"canonicalized_paths": _canonicalization_bug("file:/p")},
     ),
     GoldenTable(
         "canonicalized-paths-normal-b",
         "add '/some/unqualified/absolute/path', remove 'file:///...': the same file",
         deltalake_refusal=_NO_SCHEMA,
         checks=("canonicalized_paths",),
-        known_bugs={"canonicalized_paths": _canonicalization_bug("file:///p")},
     ),
     GoldenTable(
         "canonicalized-paths-special-a",
         "as normal-a with a %-encoded path ('with%20space/p@%23h')",
         deltalake_refusal=_NO_SCHEMA,
         checks=("canonicalized_paths",),
-        known_bugs={"canonicalized_paths": _canonicalization_bug("file:/p")},
     ),
     GoldenTable(
         "canonicalized-paths-special-b",
         "as normal-b with a %-encoded path ('with%20space/p@%23h')",
         deltalake_refusal=_NO_SCHEMA,
         checks=("canonicalized_paths",),
-        known_bugs={"canonicalized_paths": _canonicalization_bug("file:///p")},
     ),
     # --- tables checked against deltalake + the naive replay only ---------------
     GoldenTable("124-decimal-decode-bug", "decimal column, one WRITE"),
