@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -102,10 +103,8 @@ def _race_process(uri: str, i: int, start: multiprocessing.synchronize.Event) ->
     store = log_store_for(uri)
     start.wait()
     for version in range(20):
-        try:
+        with contextlib.suppress(FileAlreadyExistsError):
             store.put_if_absent(commit_name(version), f"{i}\n".encode())
-        except FileAlreadyExistsError:
-            pass
 
 
 def test_racing_processes_never_overwrite(tmp_path: Path) -> None:
