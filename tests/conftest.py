@@ -18,7 +18,9 @@ import pytest
 
 GOLDEN_ROOT = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "delta-spark-golden"
 if not GOLDEN_ROOT.exists():  # a fresh clone has shared/ beside it
-    GOLDEN_ROOT = Path(os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+    GOLDEN_ROOT = Path(
+        os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden")
+    )
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -48,7 +48,10 @@ def test_commit_info_keeps_free_form_provenance() -> None:
 
 
 def test_null_partition_values_are_kept() -> None:
-    line = '{"add":{"path":"p","partitionValues":{"d":null},"size":1,"modificationTime":0,"dataChange":true}}'
+    line = (
+        '{"add":{"path":"p","partitionValues":{"d":null},"size":1,'
+        '"modificationTime":0,"dataChange":true}}'
+    )
     action = parse_action(line)
     assert isinstance(action, AddFile)
     assert action.partition_values == {"d": None}
@@ -56,7 +59,7 @@ def test_null_partition_values_are_kept() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ['not json', '[1,2]', '{"add":{"path":"x"}}', '{"add":1}', '{"add":{},"remove":{}}']
+    "bad", ["not json", "[1,2]", '{"add":{"path":"x"}}', '{"add":1}', '{"add":{},"remove":{}}']
 )
 def test_malformed_lines_raise_corrupt_log_error(bad: str) -> None:
     with pytest.raises(CorruptLogError):
@@ -81,6 +84,8 @@ def test_every_golden_commit_round_trips(golden_root: Path) -> None:
         originals = [json.loads(line) for line in data.splitlines() if line.strip()]
         parsed = parse_actions(data)
         written = [json.loads(line) for line in serialize_actions(parsed).splitlines()]
-        assert written == [o for o in originals if o and any(v is not None for v in o.values())], commit
+        assert written == [o for o in originals if o and any(v is not None for v in o.values())], (
+            commit
+        )
         lines += len(originals)
     assert lines > 500

@@ -47,8 +47,13 @@ FEATURES = Protocol(
     minReaderVersion=3,
     minWriterVersion=7,
     readerFeatures=["deletionVectors"],
-    writerFeatures=["appendOnly", "invariants", "deletionVectors", "domainMetadata",
-                    "inCommitTimestamp"],
+    writerFeatures=[
+        "appendOnly",
+        "invariants",
+        "deletionVectors",
+        "domainMetadata",
+        "inCommitTimestamp",
+    ],
 )
 ROW_TRACKING = FEATURES.model_copy(
     update={"writer_features": [*(FEATURES.writer_features or []), "rowTracking"]}
@@ -61,15 +66,25 @@ LEGACY_CONFIG = TableConfiguration(LEGACY, METADATA)
 FEATURE_CONFIG = TableConfiguration(FEATURES, METADATA)
 
 DV = DeletionVectorDescriptor.model_validate(
-    {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4,
-     "sizeInBytes": 40, "cardinality": 6}
+    {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 4,
+        "sizeInBytes": 40,
+        "cardinality": 6,
+    }
 )
 OTHER_DV = DV.model_copy(update={"offset": 50})
 
 
 def add(path: str = "f.parquet", **kw: Any) -> AddFile:
-    fields: dict[str, Any] = {"path": path, "partitionValues": {"date": "2024-01-01"},
-                              "size": 1, "modificationTime": 1, "stats": '{"numRecords":2}'}
+    fields: dict[str, Any] = {
+        "path": path,
+        "partitionValues": {"date": "2024-01-01"},
+        "size": 1,
+        "modificationTime": 1,
+        "stats": '{"numRecords":2}',
+    }
     fields.update(kw)
     return AddFile.model_validate(fields)
 
@@ -83,7 +98,9 @@ def ok(actions: list[Action], config: TableConfiguration = LEGACY_CONFIG, **kw: 
 
 
 def bad(
-    error: type[Exception], actions: list[Action], config: TableConfiguration = LEGACY_CONFIG,
+    error: type[Exception],
+    actions: list[Action],
+    config: TableConfiguration = LEGACY_CONFIG,
     **kw: Any,
 ) -> None:
     with pytest.raises(error):
@@ -91,8 +108,9 @@ def bad(
 
 
 def test_a_plain_append_is_valid_and_returns_the_configuration() -> None:
-    after = validate_commit([CommitInfo(), add()], is_create=False, protocol=LEGACY,
-                            metadata=METADATA)
+    after = validate_commit(
+        [CommitInfo(), add()], is_create=False, protocol=LEGACY, metadata=METADATA
+    )
     assert after.partition_columns == ["date"]
 
 
@@ -113,8 +131,18 @@ def test_a_plain_append_is_valid_and_returns_the_configuration() -> None:
         [add("x"), remove("x")],
         [AddCDCFile(path="c", size=1), AddCDCFile(path="c", size=2)],
     ],
-    ids=["metadata", "protocol", "commitInfo", "txn", "add-twice", "add-two-dvs",
-         "remove-twice", "add-and-remove-same-dv", "add-and-remove-no-dv", "cdc-twice"],
+    ids=[
+        "metadata",
+        "protocol",
+        "commitInfo",
+        "txn",
+        "add-twice",
+        "add-two-dvs",
+        "remove-twice",
+        "add-and-remove-same-dv",
+        "add-and-remove-no-dv",
+        "cdc-twice",
+    ],
 )
 def test_duplicate_actions_are_refused(actions: list[Action]) -> None:
     bad(DuplicateActionError, actions, FEATURE_CONFIG)
@@ -122,8 +150,14 @@ def test_duplicate_actions_are_refused(actions: list[Action]) -> None:
 
 def test_legal_pairs_of_file_actions() -> None:
     # same path in add and remove with different DVs (a DV update), and in cdc
-    ok([remove("x", deletionVector=DV.model_dump(by_alias=True)),
-        add("x", deletionVector=OTHER_DV), AddCDCFile(path="x", size=1)], FEATURE_CONFIG)
+    ok(
+        [
+            remove("x", deletionVector=DV.model_dump(by_alias=True)),
+            add("x", deletionVector=OTHER_DV),
+            AddCDCFile(path="x", size=1),
+        ],
+        FEATURE_CONFIG,
+    )
     ok([Txn(appId="a", version=1), Txn(appId="b", version=1)])
 
 
@@ -149,11 +183,16 @@ def test_checkpoint_only_and_unknown_actions_are_refused(action: Action) -> None
 
 
 def test_system_domains() -> None:
-    ok([DomainMetadata(domain="delta.rowTracking", configuration='{"highWaterMark":1}')],
-       FEATURE_CONFIG)
+    ok(
+        [DomainMetadata(domain="delta.rowTracking", configuration='{"highWaterMark":1}')],
+        FEATURE_CONFIG,
+    )
     ok([DomainMetadata(domain="com.example", configuration="{}")], FEATURE_CONFIG)
-    bad(IllegalActionError, [DomainMetadata(domain="delta.somethingElse", configuration="{}")],
-        FEATURE_CONFIG)
+    bad(
+        IllegalActionError,
+        [DomainMetadata(domain="delta.somethingElse", configuration="{}")],
+        FEATURE_CONFIG,
+    )
     # a domain needs the domainMetadata feature
     bad(IllegalActionError, [DomainMetadata(domain="com.example", configuration="{}")])
 
@@ -171,11 +210,11 @@ def test_partition_values_must_name_exactly_the_partition_columns() -> None:
 def test_deletion_vectors_need_num_records_and_the_feature() -> None:
     ok([add(deletionVector=DV)], FEATURE_CONFIG)
     bad(InvalidFileActionError, [add(deletionVector=DV, stats=None)], FEATURE_CONFIG)
-    bad(InvalidFileActionError, [add(deletionVector=DV, stats='{"minValues":{}}')],
-        FEATURE_CONFIG)
+    bad(InvalidFileActionError, [add(deletionVector=DV, stats='{"minValues":{}}')], FEATURE_CONFIG)
     bad(InvalidFileActionError, [add(deletionVector=DV)], LEGACY_CONFIG)
-    bad(InvalidFileActionError, [remove(deletionVector=DV.model_dump(by_alias=True))],
-        LEGACY_CONFIG)
+    bad(
+        InvalidFileActionError, [remove(deletionVector=DV.model_dump(by_alias=True))], LEGACY_CONFIG
+    )
 
 
 def test_cdc_files_do_not_change_data() -> None:
@@ -226,7 +265,8 @@ def test_in_commit_timestamp_rules() -> None:
 
 def test_catalog_managed_commits_need_a_txn_id() -> None:
     protocol = Protocol(
-        minReaderVersion=3, minWriterVersion=7,
+        minReaderVersion=3,
+        minWriterVersion=7,
         readerFeatures=["catalogManaged"],
         writerFeatures=["catalogManaged", "inCommitTimestamp"],
     )
@@ -247,23 +287,33 @@ def test_protocol_upgrades_are_allowed() -> None:
     "protocol",
     [
         Protocol(minReaderVersion=1, minWriterVersion=1),
-        FEATURES.model_copy(update={"writer_features": ["appendOnly", "invariants",
-                                                        "deletionVectors"]}),
-        Protocol(minReaderVersion=3, minWriterVersion=7, readerFeatures=[],
-                 writerFeatures=["appendOnly", "invariants", "domainMetadata",
-                                 "inCommitTimestamp"]),
+        FEATURES.model_copy(
+            update={"writer_features": ["appendOnly", "invariants", "deletionVectors"]}
+        ),
+        Protocol(
+            minReaderVersion=3,
+            minWriterVersion=7,
+            readerFeatures=[],
+            writerFeatures=["appendOnly", "invariants", "domainMetadata", "inCommitTimestamp"],
+        ),
     ],
     ids=["lower-writer-version", "drop-writer-feature", "drop-reader-feature"],
 )
 def test_protocol_downgrades_are_refused(protocol: Protocol) -> None:
-    bad(ProtocolDowngradeError, [protocol], FEATURE_CONFIG if protocol.writer_features else
-        LEGACY_CONFIG)
+    bad(
+        ProtocolDowngradeError,
+        [protocol],
+        FEATURE_CONFIG if protocol.writer_features else LEGACY_CONFIG,
+    )
 
 
 def test_malformed_and_unwritable_protocols_are_refused() -> None:
     bad(InvalidCommitError, [Protocol(minReaderVersion=3, minWriterVersion=5)])
-    unknown = Protocol(minReaderVersion=1, minWriterVersion=7,
-                       writerFeatures=["appendOnly", "invariants", "futureFeature"])
+    unknown = Protocol(
+        minReaderVersion=1,
+        minWriterVersion=7,
+        writerFeatures=["appendOnly", "invariants", "futureFeature"],
+    )
     bad(UnsupportedTableFeatureException, [unknown])
     bad(UnsupportedTableFeatureException, [add()], TableConfiguration(unknown, METADATA))
 
@@ -274,15 +324,19 @@ def test_malformed_and_unwritable_protocols_are_refused() -> None:
 def test_metadata_changes_must_yield_a_valid_table() -> None:
     ok([METADATA.model_copy(update={"partition_columns": ["v"]})])
     after = validate_commit(
-        [METADATA.model_copy(update={"partition_columns": []}),
-         add(partitionValues={})], is_create=False, table_configuration=LEGACY_CONFIG,
+        [METADATA.model_copy(update={"partition_columns": []}), add(partitionValues={})],
+        is_create=False,
+        table_configuration=LEGACY_CONFIG,
     )
     assert after.partition_columns == []
     bad(InvalidMetadataChangeError, [METADATA.model_copy(update={"schema_string": "{nope"})])
-    bad(InvalidMetadataChangeError,
-        [METADATA.model_copy(update={"partition_columns": ["missing"]})])
-    bad(InvalidMetadataChangeError,
-        [METADATA.model_copy(update={"partition_columns": ["date", "date"]})])
+    bad(
+        InvalidMetadataChangeError, [METADATA.model_copy(update={"partition_columns": ["missing"]})]
+    )
+    bad(
+        InvalidMetadataChangeError,
+        [METADATA.model_copy(update={"partition_columns": ["date", "date"]})],
+    )
 
 
 # --- creation -------------------------------------------------------------------------------

@@ -87,8 +87,14 @@ FEATURES = Protocol(
     minWriterVersion=7,
     readerFeatures=["deletionVectors", "columnMapping", "v2Checkpoint"],
     writerFeatures=[
-        "appendOnly", "invariants", "deletionVectors", "columnMapping", "v2Checkpoint",
-        "domainMetadata", "rowTracking", "inCommitTimestamp",
+        "appendOnly",
+        "invariants",
+        "deletionVectors",
+        "columnMapping",
+        "v2Checkpoint",
+        "domainMetadata",
+        "rowTracking",
+        "inCommitTimestamp",
     ],
 )
 METADATA = Metadata(id="table-id", schemaString=SCHEMA, partitionColumns=["date"])
@@ -98,8 +104,13 @@ UNPARTITIONED = TableConfiguration(LEGACY, METADATA.model_copy(update={"partitio
 
 
 def add(
-    path: str, date: str | None = P1, *, data_change: bool = True, records: int = 10,
-    base_row_id: int | None = None, commit_version: int | None = None,
+    path: str,
+    date: str | None = P1,
+    *,
+    data_change: bool = True,
+    records: int = 10,
+    base_row_id: int | None = None,
+    commit_version: int | None = None,
 ) -> AddFile:
     return AddFile(
         path=path,
@@ -115,8 +126,11 @@ def add(
 
 def remove(path: str, date: str | None = P1, *, data_change: bool = True) -> RemoveFile:
     return RemoveFile(
-        path=path, partitionValues={"date": date}, dataChange=data_change,
-        deletionTimestamp=1, extendedFileMetadata=True,
+        path=path,
+        partitionValues={"date": date},
+        dataChange=data_change,
+        deletionTimestamp=1,
+        extendedFileMetadata=True,
     )
 
 
@@ -176,8 +190,10 @@ def _insert_actions(date: str, tag: str) -> list[Action]:
 def _update_read(date: str, level: IsolationLevel) -> ReadSet:
     # reads the partition, finds one matching file: date/a
     return ReadSet(
-        read_version=READ_VERSION, predicates=(pred(f"date = '{date}'"),),
-        files_read=(ref(f"{date}/a.parquet", date),), isolation_level=level,
+        read_version=READ_VERSION,
+        predicates=(pred(f"date = '{date}'"),),
+        files_read=(ref(f"{date}/a.parquet", date),),
+        isolation_level=level,
     )
 
 
@@ -191,7 +207,8 @@ def _update_actions(date: str, tag: str) -> list[Action]:
 
 def _optimize_read(date: str, level: IsolationLevel) -> ReadSet:
     return ReadSet(
-        read_version=READ_VERSION, predicates=(pred(f"date = '{date}'"),),
+        read_version=READ_VERSION,
+        predicates=(pred(f"date = '{date}'"),),
         files_read=(ref(f"{date}/a.parquet", date), ref(f"{date}/b.parquet", date)),
         isolation_level=level,
     )
@@ -219,7 +236,9 @@ SAME_PARTITION: dict[tuple[str, str], tuple[type[Exception] | None, ...]] = {
     ("INSERT", "OPTIMIZE"): (None, None, None),
     ("UPDATE", "INSERT"): (ConcurrentAppendException, None, None),
     ("UPDATE", "UPDATE"): (
-        ConcurrentAppendException, ConcurrentAppendException, ConcurrentDeleteReadException,
+        ConcurrentAppendException,
+        ConcurrentAppendException,
+        ConcurrentDeleteReadException,
     ),
     ("UPDATE", "OPTIMIZE"): (ConcurrentDeleteReadException,) * 3,
     ("OPTIMIZE", "INSERT"): (None, None, None),  # compaction runs at SnapshotIsolation
@@ -248,7 +267,9 @@ def test_operation_matrix_same_partition(
     ("current", "won", "level"),
     [
         pytest.param(c, w, lv, id=f"{c}-after-{w}-{lv.value}")
-        for c in OPS for w in OPS for lv in LEVELS
+        for c in OPS
+        for w in OPS
+        for lv in LEVELS
     ],
 )
 def test_operation_matrix_disjoint_partitions_never_conflict(
@@ -267,50 +288,76 @@ def _update_own() -> list[Action]:
 
 
 CLUSTERING_PROTOCOL = Protocol(
-    minReaderVersion=1, minWriterVersion=7,
+    minReaderVersion=1,
+    minWriterVersion=7,
     writerFeatures=["appendOnly", "invariants", "domainMetadata", "clustering"],
 )
 
 # name -> (own actions, read set builder, winning actions, blind flag, expected per S/WS/SI)
 CLASS_CASES: dict[str, tuple[Any, ...]] = {
     "protocol": (
-        _update_own(), _update_read, [CLUSTERING_PROTOCOL], None,
+        _update_own(),
+        _update_read,
+        [CLUSTERING_PROTOCOL],
+        None,
         (ProtocolChangedException,) * 3,
     ),
     "metadata": (
-        _update_own(), _update_read,
-        [METADATA.model_copy(
-            update={"schema_string": schema(field("date", "date"), field("value", "long"),
-                                             field("extra", "string"))}
-        )],
-        None, (MetadataChangedException,) * 3,
+        _update_own(),
+        _update_read,
+        [
+            METADATA.model_copy(
+                update={
+                    "schema_string": schema(
+                        field("date", "date"), field("value", "long"), field("extra", "string")
+                    )
+                }
+            )
+        ],
+        None,
+        (MetadataChangedException,) * 3,
     ),
     "domain": (
         [*_update_own(), DomainMetadata(domain="com.example.cursor", configuration="1")],
-        _update_read, [DomainMetadata(domain="com.example.cursor", configuration="2")], None,
+        _update_read,
+        [DomainMetadata(domain="com.example.cursor", configuration="2")],
+        None,
         (ConcurrentTransactionException,) * 3,
     ),
     "app-id": (
         _update_own(),
         lambda d, lv: _update_read(d, lv).model_copy(update={"app_ids_read": ("stream-1",)}),
-        [Txn(appId="stream-1", version=8)], None, (ConcurrentTransactionException,) * 3,
+        [Txn(appId="stream-1", version=8)],
+        None,
+        (ConcurrentTransactionException,) * 3,
     ),
     "append-from-non-blind-winner": (
-        _update_own(), _update_read, [add(f"{P1}/n.parquet")], False,
+        _update_own(),
+        _update_read,
+        [add(f"{P1}/n.parquet")],
+        False,
         (ConcurrentAppendException, ConcurrentAppendException, None),
     ),
     "append-from-blind-winner": (
-        _update_own(), _update_read, [add(f"{P1}/n.parquet")], True,
+        _update_own(),
+        _update_read,
+        [add(f"{P1}/n.parquet")],
+        True,
         (ConcurrentAppendException, None, None),
     ),
     "delete-read": (
-        _update_own(), _update_read, [remove(f"{P1}/a.parquet")], False,
+        _update_own(),
+        _update_read,
+        [remove(f"{P1}/a.parquet")],
+        False,
         (ConcurrentDeleteReadException,) * 3,
     ),
     "delete-delete": (
         [CommitInfo(operation="DELETE"), remove(f"{P1}/a.parquet")],
         lambda d, lv: ReadSet.blind_append(READ_VERSION, isolation_level=lv),
-        [remove(f"{P1}/a.parquet")], False, (ConcurrentDeleteDeleteException,) * 3,
+        [remove(f"{P1}/a.parquet")],
+        False,
+        (ConcurrentDeleteDeleteException,) * 3,
     ),
 }
 
@@ -343,14 +390,20 @@ def test_messages_name_the_winning_version_and_the_file_or_partition() -> None:
     assert "version 5" in str(delete_read.value) and f"{P1}/a.parquet" in str(delete_read.value)
 
     with pytest.raises(ConcurrentDeleteDeleteException) as delete_delete:
-        check(ReadSet.blind_append(3), [remove(f"{P1}/a.parquet")],
-              [winner(4, remove(f"{P1}/a.parquet"))])
+        check(
+            ReadSet.blind_append(3),
+            [remove(f"{P1}/a.parquet")],
+            [winner(4, remove(f"{P1}/a.parquet"))],
+        )
     assert "version 4" in str(delete_delete.value)
     assert "date=2024-01-01" in str(delete_delete.value)
 
     with pytest.raises(ConcurrentTransactionException, match="'stream-1'") as txn:
-        check(ReadSet(read_version=3, app_ids_read=("stream-1",)), [add("x")],
-              [winner(4, Txn(appId="stream-1", version=1))])
+        check(
+            ReadSet(read_version=3, app_ids_read=("stream-1",)),
+            [add("x")],
+            [winner(4, Txn(appId="stream-1", version=1))],
+        )
     assert txn.value.winning_version == 4
 
 
@@ -397,15 +450,17 @@ def test_predicate_on_a_data_column_is_conservative_but_partitions_still_prune()
 
 
 def test_typed_partition_predicates_decide_appends() -> None:
-    int_meta = Metadata(id="t", schemaString=schema(field("p", "long"), field("v", "long")),
-                        partitionColumns=["p"])
+    int_meta = Metadata(
+        id="t", schemaString=schema(field("p", "long"), field("v", "long")), partitionColumns=["p"]
+    )
     config = TableConfiguration(LEGACY, int_meta)
     read = ReadSet(read_version=3, predicates=(pred("p > 9"),), isolation_level=S)
     own = [remove("a", None)]
 
     def add_p(value: str) -> AddFile:
-        return AddFile(path=f"p={value}/f", partitionValues={"p": value}, size=1,
-                       modificationTime=1)
+        return AddFile(
+            path=f"p={value}/f", partitionValues={"p": value}, size=1, modificationTime=1
+        )
 
     with pytest.raises(ConcurrentAppendException):  # 10 > 9 as integers
         check(read, own, [winner(4, add_p("10"), blind=True)], config=config)
@@ -477,20 +532,40 @@ def test_removing_different_files_in_the_same_partition_does_not_conflict() -> N
 
 def test_domains_and_app_ids() -> None:
     read = ReadSet(read_version=3, app_ids_read=("a1",), domains_read=("com.x",))
-    own: list[Action] = [add("f"), Txn(appId="mine", version=1),
-                         DomainMetadata(domain="com.y", configuration="{}")]
+    own: list[Action] = [
+        add("f"),
+        Txn(appId="mine", version=1),
+        DomainMetadata(domain="com.y", configuration="{}"),
+    ]
     config = FEATURE_CONFIG
     # unrelated domain / app id: fine; both bump the row-id high-water mark: fine
-    check(read, [*own, row_tracking_domain(10)],
-          [winner(4, Txn(appId="other", version=2),
-                  DomainMetadata(domain="com.z", configuration="{}"), row_tracking_domain(20))],
-          config=config)
+    check(
+        read,
+        [*own, row_tracking_domain(10)],
+        [
+            winner(
+                4,
+                Txn(appId="other", version=2),
+                DomainMetadata(domain="com.z", configuration="{}"),
+                row_tracking_domain(20),
+            )
+        ],
+        config=config,
+    )
     with pytest.raises(ConcurrentTransactionException, match=r"'com\.x'"):
-        check(read, own, [winner(4, DomainMetadata(domain="com.x", configuration="{}"))],
-              config=config)
+        check(
+            read,
+            own,
+            [winner(4, DomainMetadata(domain="com.x", configuration="{}"))],
+            config=config,
+        )
     with pytest.raises(ConcurrentTransactionException, match=r"'com\.y'"):
-        check(read, own, [winner(4, DomainMetadata(domain="com.y", configuration="{}"))],
-              config=config)
+        check(
+            read,
+            own,
+            [winner(4, DomainMetadata(domain="com.y", configuration="{}"))],
+            config=config,
+        )
     with pytest.raises(ConcurrentTransactionException, match="mine"):
         check(read, own, [winner(4, Txn(appId="mine", version=2))], config=config)
 
@@ -500,19 +575,32 @@ def test_domains_and_app_ids() -> None:
 
 def test_protocol_upgrades_that_a_rebase_absorbs_pass() -> None:
     upgraded = FEATURES.model_copy(
-        update={"writer_features": [*(FEATURES.writer_features or []), "vacuumProtocolCheck"],
-                "reader_features": [*(FEATURES.reader_features or []), "vacuumProtocolCheck"]}
+        update={
+            "writer_features": [*(FEATURES.writer_features or []), "vacuumProtocolCheck"],
+            "reader_features": [*(FEATURES.reader_features or []), "vacuumProtocolCheck"],
+        }
     )
     check(_update_read(P1, S), _update_own(), [winner(4, upgraded)], config=FEATURE_CONFIG)
     # legacy (1, 2) to table features listing the same features plus deletion vectors
-    listed = Protocol(minReaderVersion=3, minWriterVersion=7, readerFeatures=["deletionVectors"],
-                      writerFeatures=["appendOnly", "invariants", "deletionVectors"])
+    listed = Protocol(
+        minReaderVersion=3,
+        minWriterVersion=7,
+        readerFeatures=["deletionVectors"],
+        writerFeatures=["appendOnly", "invariants", "deletionVectors"],
+    )
     check(_update_read(P1, S), _update_own(), [winner(4, listed)])
 
 
 DROPPED = FEATURES.model_copy(
-    update={"writer_features": ["appendOnly", "invariants", "deletionVectors", "columnMapping",
-                                "v2Checkpoint"]}
+    update={
+        "writer_features": [
+            "appendOnly",
+            "invariants",
+            "deletionVectors",
+            "columnMapping",
+            "v2Checkpoint",
+        ]
+    }
 )
 WRITER_3 = LEGACY.model_copy(update={"min_writer_version": 3})
 
@@ -521,8 +609,9 @@ WRITER_3 = LEGACY.model_copy(update={"min_writer_version": 3})
     ("read_config", "winning", "own_changes_protocol"),
     [
         pytest.param(CONFIG, CLUSTERING_PROTOCOL, False, id="adds-clustering"),
-        pytest.param(CONFIG, Protocol(minReaderVersion=1, minWriterVersion=1), False,
-                     id="lowers-versions"),
+        pytest.param(
+            CONFIG, Protocol(minReaderVersion=1, minWriterVersion=1), False, id="lowers-versions"
+        ),
         pytest.param(FEATURE_CONFIG, DROPPED, False, id="drops-features"),
         pytest.param(CONFIG, WRITER_3, True, id="both-change-protocol"),
         pytest.param(None, WRITER_3, False, id="read-protocol-unknown"),
@@ -538,8 +627,13 @@ def test_protocol_changes_that_conflict(
         if read_config is not None:
             check(_update_read(P1, S), own, [winner(4, winning)], config=read_config)
         else:
-            check_conflicts(_update_read(P1, S), own, [winner(4, winning)],
-                            partition_columns=["date"], column_types={"date": DATE})
+            check_conflicts(
+                _update_read(P1, S),
+                own,
+                [winner(4, winning)],
+                partition_columns=["date"],
+                column_types={"date": DATE},
+            )
 
 
 def test_protocol_the_engine_cannot_write_is_refused() -> None:
@@ -556,31 +650,40 @@ def with_conf(**conf: str) -> Metadata:
 
 
 MAPPED_SCHEMA = schema(
-    field("date", "date", {"delta.columnMapping.id": 1,
-                           "delta.columnMapping.physicalName": "date"}),
-    field("value", "long", {"delta.columnMapping.id": 2,
-                            "delta.columnMapping.physicalName": "value"}),
+    field(
+        "date", "date", {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "date"}
+    ),
+    field(
+        "value", "long", {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "value"}
+    ),
 )
 
 MERGEABLE = {
     "deletion-vectors": with_conf(**{"delta.enableDeletionVectors": "true"}),
-    "row-tracking": with_conf(**{
-        "delta.enableRowTracking": "true",
-        "delta.rowTracking.materializedRowIdColumnName": "_row_id_x",
-        "delta.rowTracking.materializedRowCommitVersionColumnName": "_row_cv_x",
-    }),
+    "row-tracking": with_conf(
+        **{
+            "delta.enableRowTracking": "true",
+            "delta.rowTracking.materializedRowIdColumnName": "_row_id_x",
+            "delta.rowTracking.materializedRowCommitVersionColumnName": "_row_cv_x",
+        }
+    ),
     "v2-checkpoints": with_conf(**{"delta.checkpointPolicy": "v2"}),
-    "in-commit-timestamps": with_conf(**{
-        "delta.enableInCommitTimestamps": "true",
-        "delta.inCommitTimestampEnablementVersion": "4",
-        "delta.inCommitTimestampEnablementTimestamp": "1700000000000",
-    }),
-    "column-mapping-name": METADATA.model_copy(update={
-        "schema_string": MAPPED_SCHEMA,
-        "configuration": {
-            "delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"
-        },
-    }),
+    "in-commit-timestamps": with_conf(
+        **{
+            "delta.enableInCommitTimestamps": "true",
+            "delta.inCommitTimestampEnablementVersion": "4",
+            "delta.inCommitTimestampEnablementTimestamp": "1700000000000",
+        }
+    ),
+    "column-mapping-name": METADATA.model_copy(
+        update={
+            "schema_string": MAPPED_SCHEMA,
+            "configuration": {
+                "delta.columnMapping.mode": "name",
+                "delta.columnMapping.maxColumnId": "2",
+            },
+        }
+    ),
     "same-metadata-recommitted": METADATA,
 }
 
@@ -597,31 +700,58 @@ def test_allow_listed_changes_conflict_when_this_commit_changes_metadata(name: s
         check(_update_read(P1, S), own, [winner(4, MERGEABLE[name])], config=FEATURE_CONFIG)
 
 
-ICT_ON = {"delta.enableInCommitTimestamps": "true", "delta.inCommitTimestampEnablementVersion": "2",
-          "delta.inCommitTimestampEnablementTimestamp": "5"}
+ICT_ON = {
+    "delta.enableInCommitTimestamps": "true",
+    "delta.inCommitTimestampEnablementVersion": "2",
+    "delta.inCommitTimestampEnablementTimestamp": "5",
+}
 
 UNMERGEABLE = {
     "disable-deletion-vectors": (METADATA, with_conf(**{"delta.enableDeletionVectors": "false"})),
     "other-property": (METADATA, with_conf(**{"delta.appendOnly": "true"})),
     "remove-property": (with_conf(**{"delta.enableDeletionVectors": "true"}), METADATA),
-    "disable-ict": (with_conf(**ICT_ON), with_conf(**{**ICT_ON,
-                                                      "delta.enableInCommitTimestamps": "false"})),
+    "disable-ict": (
+        with_conf(**ICT_ON),
+        with_conf(**{**ICT_ON, "delta.enableInCommitTimestamps": "false"}),
+    ),
     "change-ict-enablement-version": (
         with_conf(**ICT_ON),
         with_conf(**{**ICT_ON, "delta.inCommitTimestampEnablementVersion": "3"}),
     ),
-    "checkpoint-policy-classic": (with_conf(**{"delta.checkpointPolicy": "v2"}),
-                                  with_conf(**{"delta.checkpointPolicy": "classic"})),
-    "materialized-names-without-enablement": (
-        METADATA, with_conf(**{"delta.rowTracking.materializedRowIdColumnName": "x"})
+    "checkpoint-policy-classic": (
+        with_conf(**{"delta.checkpointPolicy": "v2"}),
+        with_conf(**{"delta.checkpointPolicy": "classic"}),
     ),
-    "column-mapping-id-mode": (METADATA, METADATA.model_copy(update={
-        "schema_string": MAPPED_SCHEMA, "configuration": {"delta.columnMapping.mode": "id"}})),
-    "schema-change-with-column-mapping": (METADATA, METADATA.model_copy(update={
-        "schema_string": schema(*json.loads(MAPPED_SCHEMA)["fields"], field("extra", "long")),
-        "configuration": {"delta.columnMapping.mode": "name"}})),
-    "schema-change": (METADATA, METADATA.model_copy(update={
-        "schema_string": schema(field("date", "date"), field("value", "string"))})),
+    "materialized-names-without-enablement": (
+        METADATA,
+        with_conf(**{"delta.rowTracking.materializedRowIdColumnName": "x"}),
+    ),
+    "column-mapping-id-mode": (
+        METADATA,
+        METADATA.model_copy(
+            update={
+                "schema_string": MAPPED_SCHEMA,
+                "configuration": {"delta.columnMapping.mode": "id"},
+            }
+        ),
+    ),
+    "schema-change-with-column-mapping": (
+        METADATA,
+        METADATA.model_copy(
+            update={
+                "schema_string": schema(
+                    *json.loads(MAPPED_SCHEMA)["fields"], field("extra", "long")
+                ),
+                "configuration": {"delta.columnMapping.mode": "name"},
+            }
+        ),
+    ),
+    "schema-change": (
+        METADATA,
+        METADATA.model_copy(
+            update={"schema_string": schema(field("date", "date"), field("value", "string"))}
+        ),
+    ),
     "partition-columns": (METADATA, METADATA.model_copy(update={"partition_columns": []})),
     "table-id": (METADATA, METADATA.model_copy(update={"id": "other"})),
 }
@@ -636,46 +766,69 @@ def test_metadata_changes_that_conflict(name: str) -> None:
 
 
 def test_feature_enablement_needs_the_feature_supported() -> None:
-    for name in ("deletion-vectors", "row-tracking", "v2-checkpoints", "in-commit-timestamps",
-                 "column-mapping-name"):
+    for name in (
+        "deletion-vectors",
+        "row-tracking",
+        "v2-checkpoints",
+        "in-commit-timestamps",
+        "column-mapping-name",
+    ):
         with pytest.raises(MetadataChangedException):
             check(_update_read(P1, S), _update_own(), [winner(4, MERGEABLE[name])], config=CONFIG)
 
 
 def test_feature_enabled_by_a_winner_protocol_upgrade_in_the_same_commit() -> None:
     # the winner adds deletionVectors support and turns it on at once
-    upgraded = Protocol(minReaderVersion=3, minWriterVersion=7, readerFeatures=["deletionVectors"],
-                        writerFeatures=["appendOnly", "invariants", "deletionVectors"])
-    check(_update_read(P1, S), _update_own(),
-          [winner(4, upgraded, MERGEABLE["deletion-vectors"])], config=CONFIG)
+    upgraded = Protocol(
+        minReaderVersion=3,
+        minWriterVersion=7,
+        readerFeatures=["deletionVectors"],
+        writerFeatures=["appendOnly", "invariants", "deletionVectors"],
+    )
+    check(
+        _update_read(P1, S),
+        _update_own(),
+        [winner(4, upgraded, MERGEABLE["deletion-vectors"])],
+        config=CONFIG,
+    )
 
 
 def test_identity_only_metadata_update_is_tolerated() -> None:
     tagged = CommitInfo.model_validate(
         {"operation": "WRITE", "tags": {"delta.identity.schemaUpdate": "true"}}
     )
-    changed = METADATA.model_copy(update={"schema_string": schema(field("date", "date"),
-                                                                    field("value", "long",
-                                                                          {"x": 1}))})
-    check(_update_read(P1, S), _update_own(),
-          [WinningCommit.from_actions(4, [tagged, changed])])
+    changed = METADATA.model_copy(
+        update={"schema_string": schema(field("date", "date"), field("value", "long", {"x": 1}))}
+    )
+    check(_update_read(P1, S), _update_own(), [WinningCommit.from_actions(4, [tagged, changed])])
     with pytest.raises(MetadataChangedException):
-        check(_update_read(P1, S), [*_update_own(), METADATA],
-              [WinningCommit.from_actions(4, [tagged, changed])])
+        check(
+            _update_read(P1, S),
+            [*_update_own(), METADATA],
+            [WinningCommit.from_actions(4, [tagged, changed])],
+        )
 
 
 def test_unknown_read_metadata_makes_any_metadata_change_conflict() -> None:
     with pytest.raises(MetadataChangedException, match="unknown"):
-        check_conflicts(_update_read(P1, S), _update_own(),
-                        [winner(4, MERGEABLE["deletion-vectors"])],
-                        partition_columns=["date"], column_types={"date": DATE})
+        check_conflicts(
+            _update_read(P1, S),
+            _update_own(),
+            [winner(4, MERGEABLE["deletion-vectors"])],
+            partition_columns=["date"],
+            column_types={"date": DATE},
+        )
 
 
 def test_successive_allowed_changes_compare_against_the_previous_winner() -> None:
     first = MERGEABLE["deletion-vectors"]
     second = with_conf(**{"delta.enableDeletionVectors": "true", "delta.checkpointPolicy": "v2"})
-    check(_update_read(P1, S), _update_own(), [winner(4, first), winner(5, second)],
-          config=FEATURE_CONFIG)
+    check(
+        _update_read(P1, S),
+        _update_own(),
+        [winner(4, first), winner(5, second)],
+        config=FEATURE_CONFIG,
+    )
 
 
 # --- column mapping: partition values keyed by physical names -------------------------------
@@ -683,13 +836,23 @@ def test_successive_allowed_changes_compare_against_the_previous_winner() -> Non
 
 def test_partition_values_are_matched_by_physical_name_under_column_mapping() -> None:
     mapped = schema(
-        field("date", "date", {"delta.columnMapping.id": 1,
-                               "delta.columnMapping.physicalName": "col-d"}),
-        field("value", "long", {"delta.columnMapping.id": 2,
-                                "delta.columnMapping.physicalName": "col-v"}),
+        field(
+            "date",
+            "date",
+            {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-d"},
+        ),
+        field(
+            "value",
+            "long",
+            {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-v"},
+        ),
     )
-    meta = Metadata(id="t", schemaString=mapped, partitionColumns=["date"],
-                    configuration={"delta.columnMapping.mode": "name"})
+    meta = Metadata(
+        id="t",
+        schemaString=mapped,
+        partitionColumns=["date"],
+        configuration={"delta.columnMapping.mode": "name"},
+    )
     config = TableConfiguration(FEATURES, meta)
 
     def add_physical(path: str, date: str) -> AddFile:
@@ -748,8 +911,9 @@ def test_winning_commit_summary() -> None:
     with pytest.raises(InvalidFileActionError):
         high_water_mark_of(DomainMetadata(domain=ROW_TRACKING_DOMAIN, configuration="{}"))
     with pytest.raises(InvalidFileActionError):
-        high_water_mark_of(DomainMetadata(domain=ROW_TRACKING_DOMAIN,
-                                          configuration='{"highWaterMark": true}'))
+        high_water_mark_of(
+            DomainMetadata(domain=ROW_TRACKING_DOMAIN, configuration='{"highWaterMark": true}')
+        )
 
 
 # --- rebase: in-commit timestamps ------------------------------------------------------------
@@ -764,57 +928,113 @@ def test_in_commit_timestamp_is_monotonic() -> None:
 
 def test_rebase_stamps_ict_after_the_last_winner_and_puts_commit_info_first() -> None:
     own: list[Action] = [add("a"), CommitInfo(operation="WRITE", inCommitTimestamp=1)]
-    winners = [winner(4, CommitInfo(inCommitTimestamp=900)),
-               winner(5, CommitInfo(inCommitTimestamp=1000))]
-    out = rebase(own, winners, new_version=6, state_high_water_mark=None,
-                 in_commit_timestamps_enabled=True, row_tracking_supported=False, now_ms=500)
+    winners = [
+        winner(4, CommitInfo(inCommitTimestamp=900)),
+        winner(5, CommitInfo(inCommitTimestamp=1000)),
+    ]
+    out = rebase(
+        own,
+        winners,
+        new_version=6,
+        state_high_water_mark=None,
+        in_commit_timestamps_enabled=True,
+        row_tracking_supported=False,
+        now_ms=500,
+    )
     info = out[0]
     assert isinstance(info, CommitInfo)
     assert info.in_commit_timestamp == 1001 and info.timestamp == 1001
     assert info.operation == "WRITE"
     assert out[1:] == [add("a")]
-    later = rebase(own, winners, new_version=6, state_high_water_mark=None,
-                   in_commit_timestamps_enabled=True, row_tracking_supported=False, now_ms=5000)
+    later = rebase(
+        own,
+        winners,
+        new_version=6,
+        state_high_water_mark=None,
+        in_commit_timestamps_enabled=True,
+        row_tracking_supported=False,
+        now_ms=5000,
+    )
     assert isinstance(later[0], CommitInfo) and later[0].in_commit_timestamp == 5000
 
 
 def test_rebase_creates_commit_info_and_uses_fallback_timestamps() -> None:
-    out = rebase([add("a")], [], new_version=4, state_high_water_mark=None,
-                 in_commit_timestamps_enabled=True, row_tracking_supported=False, now_ms=10,
-                 previous_commit_timestamp=20)
+    out = rebase(
+        [add("a")],
+        [],
+        new_version=4,
+        state_high_water_mark=None,
+        in_commit_timestamps_enabled=True,
+        row_tracking_supported=False,
+        now_ms=10,
+        previous_commit_timestamp=20,
+    )
     assert isinstance(out[0], CommitInfo) and out[0].in_commit_timestamp == 21
     # a winner without ICT (this commit enables ICT): its file time is the previous time
     no_ict = winner(4, add("b"), file_timestamp=70)
-    out = rebase([add("a")], [no_ict], new_version=5, state_high_water_mark=None,
-                 in_commit_timestamps_enabled=True, row_tracking_supported=False, now_ms=10)
+    out = rebase(
+        [add("a")],
+        [no_ict],
+        new_version=5,
+        state_high_water_mark=None,
+        in_commit_timestamps_enabled=True,
+        row_tracking_supported=False,
+        now_ms=10,
+    )
     assert isinstance(out[0], CommitInfo) and out[0].in_commit_timestamp == 71
 
 
 def test_rebase_without_ict_leaves_commit_info_alone() -> None:
     own: list[Action] = [add("a"), CommitInfo(operation="WRITE")]
-    out = rebase(own, [winner(4, CommitInfo(inCommitTimestamp=9))], new_version=5,
-                 state_high_water_mark=None, in_commit_timestamps_enabled=False,
-                 row_tracking_supported=False, now_ms=1)
+    out = rebase(
+        own,
+        [winner(4, CommitInfo(inCommitTimestamp=9))],
+        new_version=5,
+        state_high_water_mark=None,
+        in_commit_timestamps_enabled=False,
+        row_tracking_supported=False,
+        now_ms=1,
+    )
     assert out == own
 
 
 def test_rebase_moves_this_commits_ict_enablement_to_the_new_version() -> None:
-    enabling = with_conf(**{"delta.enableInCommitTimestamps": "true",
-                            "delta.inCommitTimestampEnablementVersion": "4",
-                            "delta.inCommitTimestampEnablementTimestamp": "3"})
-    out = rebase([CommitInfo(), enabling], [winner(4, add("b"), file_timestamp=50)],
-                 new_version=5, state_high_water_mark=None, in_commit_timestamps_enabled=True,
-                 row_tracking_supported=False, now_ms=10)
+    enabling = with_conf(
+        **{
+            "delta.enableInCommitTimestamps": "true",
+            "delta.inCommitTimestampEnablementVersion": "4",
+            "delta.inCommitTimestampEnablementTimestamp": "3",
+        }
+    )
+    out = rebase(
+        [CommitInfo(), enabling],
+        [winner(4, add("b"), file_timestamp=50)],
+        new_version=5,
+        state_high_water_mark=None,
+        in_commit_timestamps_enabled=True,
+        row_tracking_supported=False,
+        now_ms=10,
+    )
     meta = next(a for a in out if isinstance(a, Metadata))
     assert meta.configuration["delta.inCommitTimestampEnablementVersion"] == "5"
     assert meta.configuration["delta.inCommitTimestampEnablementTimestamp"] == "51"
     # provenance from an earlier version (carried by any metadata change) is kept
-    carried = with_conf(**{"delta.enableInCommitTimestamps": "true",
-                           "delta.inCommitTimestampEnablementVersion": "2",
-                           "delta.inCommitTimestampEnablementTimestamp": "3"})
-    out = rebase([CommitInfo(), carried], [winner(4, CommitInfo(inCommitTimestamp=60))],
-                 new_version=5, state_high_water_mark=None, in_commit_timestamps_enabled=True,
-                 row_tracking_supported=False, now_ms=10)
+    carried = with_conf(
+        **{
+            "delta.enableInCommitTimestamps": "true",
+            "delta.inCommitTimestampEnablementVersion": "2",
+            "delta.inCommitTimestampEnablementTimestamp": "3",
+        }
+    )
+    out = rebase(
+        [CommitInfo(), carried],
+        [winner(4, CommitInfo(inCommitTimestamp=60))],
+        new_version=5,
+        state_high_water_mark=None,
+        in_commit_timestamps_enabled=True,
+        row_tracking_supported=False,
+        now_ms=10,
+    )
     assert next(a for a in out if isinstance(a, Metadata)) == carried
 
 
@@ -822,8 +1042,13 @@ def test_with_in_commit_timestamp_keeps_other_commit_info_fields() -> None:
     info = CommitInfo.model_validate({"operation": "X", "engineInfo": "e", "txnId": "t"})
     out = with_in_commit_timestamp([add("a"), info], 5)
     assert isinstance(out[0], CommitInfo)
-    assert out[0].to_json_dict() == {"operation": "X", "engineInfo": "e", "txnId": "t",
-                                     "timestamp": 5, "inCommitTimestamp": 5}
+    assert out[0].to_json_dict() == {
+        "operation": "X",
+        "engineInfo": "e",
+        "txnId": "t",
+        "timestamp": 5,
+        "inCommitTimestamp": 5,
+    }
 
 
 # --- rebase: row tracking -----------------------------------------------------------------------
@@ -832,23 +1057,29 @@ def test_with_in_commit_timestamp_keeps_other_commit_info_fields() -> None:
 def _ranges(actions: Sequence[Action]) -> list[tuple[int, int]]:
     return [
         (a.base_row_id, a.base_row_id + (a.num_records or 0))
-        for a in actions if isinstance(a, AddFile) and a.base_row_id is not None
+        for a in actions
+        if isinstance(a, AddFile) and a.base_row_id is not None
     ]
 
 
 def _hwm(actions: Sequence[Action]) -> int | None:
-    found = [high_water_mark_of(a) for a in actions
-             if isinstance(a, DomainMetadata) and a.domain == ROW_TRACKING_DOMAIN]
+    found = [
+        high_water_mark_of(a)
+        for a in actions
+        if isinstance(a, DomainMetadata) and a.domain == ROW_TRACKING_DOMAIN
+    ]
     assert len(found) <= 1
     return found[0] if found else None
 
 
 def test_rebase_assigns_row_ids_above_every_high_water_mark() -> None:
     # read at HWM 99; winners took ids 100..149 and 150..159
-    w1 = winner(4, add("w1", records=50, base_row_id=100, commit_version=4),
-                row_tracking_domain(149))
-    w2 = winner(5, add("w2", records=10, base_row_id=150, commit_version=5),
-                row_tracking_domain(159))
+    w1 = winner(
+        4, add("w1", records=50, base_row_id=100, commit_version=4), row_tracking_domain(149)
+    )
+    w2 = winner(
+        5, add("w2", records=10, base_row_id=150, commit_version=5), row_tracking_domain(159)
+    )
     own: list[Action] = [
         CommitInfo(),
         add("new1", records=5),
@@ -856,8 +1087,15 @@ def test_rebase_assigns_row_ids_above_every_high_water_mark() -> None:
         add("new2", records=3),
         row_tracking_domain(107),  # stale: the client's own provisional mark
     ]
-    out = rebase(own, [w2, w1], new_version=6, state_high_water_mark=159,
-                 in_commit_timestamps_enabled=False, row_tracking_supported=True, now_ms=1)
+    out = rebase(
+        own,
+        [w2, w1],
+        new_version=6,
+        state_high_water_mark=159,
+        in_commit_timestamps_enabled=False,
+        row_tracking_supported=True,
+        now_ms=1,
+    )
     adds = {a.path: a for a in out if isinstance(a, AddFile)}
     assert (adds["new1"].base_row_id, adds["new2"].base_row_id) == (160, 165)
     assert adds["new1"].default_row_commit_version == 6
@@ -870,9 +1108,16 @@ def test_rebase_reassigns_ids_provisionally_assigned_at_an_earlier_attempt() -> 
     first = assign_row_tracking([add("n", records=4)], 99, 4)
     assert _ranges(first) == [(100, 104)] and _hwm(first) == 103
     w = winner(4, add("w", records=10, base_row_id=100), row_tracking_domain(109))
-    out = rebase(first, [w], new_version=5, state_high_water_mark=109,
-                 in_commit_timestamps_enabled=False, row_tracking_supported=True, now_ms=1,
-                 read_high_water_mark=99)
+    out = rebase(
+        first,
+        [w],
+        new_version=5,
+        state_high_water_mark=109,
+        in_commit_timestamps_enabled=False,
+        row_tracking_supported=True,
+        now_ms=1,
+        read_high_water_mark=99,
+    )
     assert _ranges(out) == [(110, 114)] and _hwm(out) == 113
     n = next(a for a in out if isinstance(a, AddFile))
     assert n.default_row_commit_version == 5
@@ -881,9 +1126,12 @@ def test_rebase_reassigns_ids_provisionally_assigned_at_an_earlier_attempt() -> 
 def test_assign_row_tracking_rules() -> None:
     # ids above the mark are provisional and reassigned; copies below are kept
     out = assign_row_tracking(
-        [add("p", records=2, base_row_id=500), add("c", records=2, base_row_id=1,
-                                                   commit_version=1)],
-        9, 7,
+        [
+            add("p", records=2, base_row_id=500),
+            add("c", records=2, base_row_id=1, commit_version=1),
+        ],
+        9,
+        7,
     )
     adds = {a.path: a for a in out if isinstance(a, AddFile)}
     assert adds["p"].base_row_id == 10 and adds["c"].base_row_id == 1
@@ -901,17 +1149,33 @@ def test_assign_row_tracking_rules() -> None:
 
 def test_rebase_without_row_tracking_leaves_files_alone() -> None:
     own: list[Action] = [add("a")]
-    assert rebase(own, [winner(4, row_tracking_domain(9))], new_version=5,
-                  state_high_water_mark=9, in_commit_timestamps_enabled=False,
-                  row_tracking_supported=False, now_ms=1) == own
+    assert (
+        rebase(
+            own,
+            [winner(4, row_tracking_domain(9))],
+            new_version=5,
+            state_high_water_mark=9,
+            in_commit_timestamps_enabled=False,
+            row_tracking_supported=False,
+            now_ms=1,
+        )
+        == own
+    )
 
 
 def test_rebase_marks_row_tracking_not_preserved_when_a_winner_enabled_it() -> None:
-    info = CommitInfo.model_validate({"operation": "UPDATE",
-                                      "tags": {"delta.rowTracking.preserved": "true"}})
-    out = rebase([info, add("a", base_row_id=1, commit_version=1)],
-                 [winner(4, MERGEABLE["row-tracking"])], new_version=5, state_high_water_mark=9,
-                 in_commit_timestamps_enabled=False, row_tracking_supported=True, now_ms=1)
+    info = CommitInfo.model_validate(
+        {"operation": "UPDATE", "tags": {"delta.rowTracking.preserved": "true"}}
+    )
+    out = rebase(
+        [info, add("a", base_row_id=1, commit_version=1)],
+        [winner(4, MERGEABLE["row-tracking"])],
+        new_version=5,
+        state_high_water_mark=9,
+        in_commit_timestamps_enabled=False,
+        row_tracking_supported=True,
+        now_ms=1,
+    )
     tags = next(a for a in out if isinstance(a, CommitInfo)).model_extra or {}
     assert tags["tags"]["delta.rowTracking.preserved"] == "false"
 
@@ -951,14 +1215,21 @@ def test_rebase_never_produces_overlapping_row_ids(
             copies[copy.path] = copy
             own.append(copy)
     new_version = READ_VERSION + 1 + len(winners)
-    out = rebase(own, winners, new_version=new_version,
-                 state_high_water_mark=hwm if winners else read_hwm,
-                 in_commit_timestamps_enabled=False, row_tracking_supported=True, now_ms=1,
-                 read_high_water_mark=read_hwm)
+    out = rebase(
+        own,
+        winners,
+        new_version=new_version,
+        state_high_water_mark=hwm if winners else read_hwm,
+        in_commit_timestamps_enabled=False,
+        row_tracking_supported=True,
+        now_ms=1,
+        read_high_water_mark=read_hwm,
+    )
 
     fresh = [a for a in out if isinstance(a, AddFile) and a.path not in copies]
-    ranges = sorted((a.base_row_id or 0, (a.base_row_id or 0) + (a.num_records or 0))
-                    for a in fresh)
+    ranges = sorted(
+        (a.base_row_id or 0, (a.base_row_id or 0) + (a.num_records or 0)) for a in fresh
+    )
     for (_, end), (start, _) in itertools.pairwise(ranges):
         assert end <= start  # own fresh ranges are disjoint
     for start, end in ranges:

@@ -37,19 +37,34 @@ from protocol.predicates import parse_predicate
 REPLY: TypeAdapter[CommitReply] = TypeAdapter(CommitReply)
 
 DV = DeletionVectorDescriptor.model_validate(
-    {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4,
-     "sizeInBytes": 40, "cardinality": 6}
+    {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 4,
+        "sizeInBytes": 40,
+        "cardinality": 6,
+    }
 )
 
 
 def every_action() -> list[object]:
     return [
         CommitInfo(operation="WRITE", inCommitTimestamp=5),
-        Protocol(minReaderVersion=3, minWriterVersion=7, readerFeatures=["deletionVectors"],
-                 writerFeatures=["deletionVectors", "domainMetadata"]),
+        Protocol(
+            minReaderVersion=3,
+            minWriterVersion=7,
+            readerFeatures=["deletionVectors"],
+            writerFeatures=["deletionVectors", "domainMetadata"],
+        ),
         Metadata(id="t", schemaString='{"type":"struct","fields":[]}', partitionColumns=[]),
-        AddFile(path="a.parquet", size=1, modificationTime=2, stats='{"numRecords":3}',
-                deletionVector=DV, baseRowId=7),
+        AddFile(
+            path="a.parquet",
+            size=1,
+            modificationTime=2,
+            stats='{"numRecords":3}',
+            deletionVector=DV,
+            baseRowId=7,
+        ),
         RemoveFile(path="b.parquet", dataChange=False, deletionTimestamp=9),
         AddCDCFile(path="_change_data/c.parquet", size=3),
         Txn(appId="app", version=4),
@@ -117,7 +132,9 @@ def test_defaults_and_isolation_levels() -> None:
     read = ReadSet(read_version=0)
     assert read.isolation_level is IsolationLevel.WRITE_SERIALIZABLE
     assert [level.value for level in IsolationLevel] == [
-        "Serializable", "WriteSerializable", "SnapshotIsolation"
+        "Serializable",
+        "WriteSerializable",
+        "SnapshotIsolation",
     ]
     assert ReadSet(read_version=0, isolation_level="Serializable").isolation_level is (  # type: ignore[arg-type]
         IsolationLevel.SERIALIZABLE
@@ -133,8 +150,9 @@ def test_read_nothing_and_blind_append() -> None:
     add = AddFile(path="a", size=1, modificationTime=1)
     blind = request(read_set=ReadSet.blind_append(3), actions=[CommitInfo(), add])
     assert blind.is_blind_append
-    assert not request(read_set=ReadSet.blind_append(3), actions=[add, RemoveFile(path="b")]) \
-        .is_blind_append
+    assert not request(
+        read_set=ReadSet.blind_append(3), actions=[add, RemoveFile(path="b")]
+    ).is_blind_append
     assert not request(actions=[add]).is_blind_append  # it read something
     rearrange = AddFile(path="a", size=1, modificationTime=1, dataChange=False)
     assert not is_append_only([rearrange])
@@ -142,8 +160,9 @@ def test_read_nothing_and_blind_append() -> None:
 
 
 def test_file_ref_of_action() -> None:
-    add = AddFile(path="p", size=1, modificationTime=1, partitionValues={"d": "1"},
-                  deletionVector=DV)
+    add = AddFile(
+        path="p", size=1, modificationTime=1, partitionValues={"d": "1"}, deletionVector=DV
+    )
     ref = FileRef.of(add)
     assert (ref.path, ref.dv_id, ref.partition_values) == ("p", DV.unique_id, {"d": "1"})
 
@@ -181,8 +200,13 @@ def test_conflict_with_unknown_class_name_falls_back_to_the_base_class() -> None
 
 
 @pytest.mark.parametrize(
-    "cls", [errors.AppendOnlyViolationError, errors.DuplicateActionError,
-            errors.UnsupportedTableFeatureException, errors.InvalidCommitError]
+    "cls",
+    [
+        errors.AppendOnlyViolationError,
+        errors.DuplicateActionError,
+        errors.UnsupportedTableFeatureException,
+        errors.InvalidCommitError,
+    ],
 )
 def test_rejected_reply_reraises_its_class(cls: type[errors.DeltaError]) -> None:
     reply = CommitRejected.from_exception("t", cls("nope"))
@@ -201,8 +225,14 @@ def test_rejected_with_a_richer_constructor_or_unknown_name() -> None:
 
 
 def test_committed_reply_passes_through() -> None:
-    reply = CommitCommitted(txn_id="t", version=5, in_commit_timestamp=10, attempts=2,
-                            rebased_over=(4,), published=False)
+    reply = CommitCommitted(
+        txn_id="t",
+        version=5,
+        in_commit_timestamp=10,
+        attempts=2,
+        rebased_over=(4,),
+        published=False,
+    )
     decoded = REPLY.validate_json(REPLY.dump_json(reply))
     assert decoded == reply
     assert decoded.raise_if_conflict() is decoded

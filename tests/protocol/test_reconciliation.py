@@ -26,12 +26,22 @@ PATHS = ["a.parquet", "b.parquet", "dir/c.parquet", "special p@#h.parquet"]
 DVS = [
     None,
     DeletionVectorDescriptor.model_validate(
-        {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4,
-         "sizeInBytes": 40, "cardinality": 6}
+        {
+            "storageType": "u",
+            "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+            "offset": 4,
+            "sizeInBytes": 40,
+            "cardinality": 6,
+        }
     ),
     DeletionVectorDescriptor.model_validate(
-        {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 90,
-         "sizeInBytes": 40, "cardinality": 7}
+        {
+            "storageType": "u",
+            "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+            "offset": 90,
+            "sizeInBytes": 40,
+            "cardinality": 7,
+        }
     ),
 ]
 
@@ -52,8 +62,12 @@ def file_action(draw: Any, version: int) -> Action:
     dv = draw(st.sampled_from(DVS))
     if draw(st.booleans()):
         return AddFile(
-            path=path, size=version + 1, modificationTime=version, dataChange=True,
-            deletionVector=dv, stats='{"numRecords": 10}',
+            path=path,
+            size=version + 1,
+            modificationTime=version,
+            dataChange=True,
+            deletionVector=dv,
+            stats='{"numRecords": 10}',
         )
     return RemoveFile(path=path, deletionTimestamp=version, dataChange=True, deletionVector=dv)
 
@@ -197,10 +211,20 @@ def test_domain_tombstone_hides_domain_but_is_kept() -> None:
 def test_expired_tombstones_are_dropped_by_cutoff() -> None:
     state = replay(
         [
-            (0, [AddFile(path="a", size=1, modificationTime=0),
-                 AddFile(path="b", size=1, modificationTime=0)]),
-            (1, [RemoveFile(path="a", deletionTimestamp=100),
-                 RemoveFile(path="b", deletionTimestamp=200)]),
+            (
+                0,
+                [
+                    AddFile(path="a", size=1, modificationTime=0),
+                    AddFile(path="b", size=1, modificationTime=0),
+                ],
+            ),
+            (
+                1,
+                [
+                    RemoveFile(path="a", deletionTimestamp=100),
+                    RemoveFile(path="b", deletionTimestamp=200),
+                ],
+            ),
         ]
     )
     kept = state.without_expired_tombstones(150)
@@ -220,8 +244,12 @@ def test_drop_rows_slices_and_filters_the_same() -> None:
 
 
 def test_file_tables_keep_the_canonical_layout() -> None:
-    state = replay([(0, [AddFile(path="a", size=1, modificationTime=0)]),
-                    (1, [RemoveFile(path="a", deletionTimestamp=1)])])
+    state = replay(
+        [
+            (0, [AddFile(path="a", size=1, modificationTime=0)]),
+            (1, [RemoveFile(path="a", deletionTimestamp=1)]),
+        ]
+    )
     assert state.adds.schema == ADD_SCHEMA
     assert state.removes.schema == REMOVE_SCHEMA
     assert isinstance(state.adds, pa.Table)
