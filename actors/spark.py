@@ -1,0 +1,249 @@
+"""Spark integration through PySpark's Python Data Source API (no Delta JVM jars).
+
+>>> from actors.spark import register                                 # doctest: +SKIP
+>>> register(spark)                                                   # doctest: +SKIP
+>>> df.write.format("deltaray").mode("append").save("/data/events")   # doctest: +SKIP
+>>> spark.read.format("deltaray").load("/data/events").count()        # doctest: +SKIP
+
+Writing: each Spark task writes its rows as parquet files (one per
+partition value) straight into the table directory and returns their
+``add`` actions; the job's ``commit`` sends them all as ONE transaction
+through the table's ``TableActor`` (a blind append, or for ``overwrite`` a
+whole-table read that removes every live file). A failed job commits
+nothing; its files are unreferenced and VACUUM removes them later.
+
+Reading: the snapshot's live files become Spark input partitions; each is
+read with pyarrow, deletion vectors applied, partition columns filled from
+the log. Option ``versionAsOf`` time-travels.
+
+Invariants:
+- The commit runs where Spark runs the data source's ``commit`` (a Python
+  worker on the driver host), which connects to the Ray cluster named by the
+  ``rayAddress`` option (default: the cluster of the process that called
+  :func:`register`, else ``RAY_ADDRESS``, else a new local one).
+- Tables with column mapping are refused for now: data files would need
+  physical names and field ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType as SparkStructType
+
+from protocol.errors import DeltaError, UnsupportedTableFeatureException
+from protocol.schema import StructType, parse_schema
+
+_RAY_ADDRESS_ENV = "DELTARAY_RAY_ADDRESS"
+
+
+def register(spark: Any, *, ray_address: str | None = None) -> None:
+    """Register the ``deltaray`` format with ``spark``.
+
+    The registered class carries the Ray cluster address (``ray_address``, or
+    the cluster this process is connected to): Spark runs the data source in
+    its own Python workers, which must commit through the same ``TableActor``.
+    """
+    import ray
+
+    if ray_address is None and ray.is_initialized():
+        ray_address = ray.get_runtime_context().gcs_address
+    # A class that is not importable by name is pickled by value, so the
+    # address travels with it to Spark's Python workers.
+    bound = type(
+        "DeltaRayDataSourceBoundToCluster",
+        (DeltaRayDataSource,),
+        {"ray_address": ray_address, "__qualname__": "DeltaRayDataSourceBoundToCluster"},
+    )
+    spark.dataSource.register(bound)
+
+
+def _option(options: dict[str, str], name: str) -> str | None:
+    """Spark option keys are case-insensitive (and arrive lower-cased)."""
+    wanted = name.lower()
+    for key, value in options.items():
+        if key.lower() == wanted:
+            return value
+    return None
+
+
+def _ray_address(options: dict[str, str], bound: str | None) -> str | None:
+    return _option(options, "rayAddress") or bound or os.environ.get(_RAY_ADDRESS_ENV) or None
+
+
+def _table_schema(metadata_schema: str | None, configuration: dict[str, str]) -> StructType:
+    if configuration.get("delta.columnMapping.mode", "none") != "none":
+        raise UnsupportedTableFeatureException(
+            "the deltaray Spark data source does not read or write column-mapped tables yet"
+        )
+    return parse_schema(metadata_schema or '{"type":"struct","fields":[]}')
+
+
+class DeltaRayDataSource(DataSource):
+    """``spark.read/write.format("deltaray")``; the path is the table URI."""
+
+    ray_address: str | None = None
+
+    @classmethod
+    def name(cls) -> str:
+        return "deltaray"
+
+    def _uri(self) -> str:
+        path = self.options.get("path")
+        if not path:
+            raise DeltaError("the deltaray data source needs a path: .load(uri) / .save(uri)")
+        return str(path)
+
+    def schema(self) -> SparkStructType:
+        from storage.snapshot import load_snapshot
+
+        snapshot = load_snapshot(self._uri())
+        schema_string = snapshot.metadata.schema_string or '{"type":"struct","fields":[]}'
+        return SparkStructType.fromJson(json.loads(schema_string))
+
+    def reader(self, schema: SparkStructType) -> DataSourceReader:
+        return _Reader(self._uri(), dict(self.options))
+
+    def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceArrowWriter:
+        return _Writer(self._uri(), dict(self.options), overwrite, self.ray_address)
+
+
+@dataclass
+class _FilePartition(InputPartition):
+    add: dict[str, Any]
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, uri: str, options: dict[str, str]) -> None:
+        from storage.snapshot import load_snapshot
+
+        version = _option(options, "versionAsOf")
+        snapshot = load_snapshot(uri, version=int(version) if version is not None else None)
+        self.uri = uri
+        self.schema_string = snapshot.metadata.schema_string
+        self.configuration = dict(snapshot.metadata.configuration)
+        self.partition_columns = list(snapshot.metadata.partition_columns)
+        _table_schema(self.schema_string, self.configuration)
+        from protocol.file_actions import ADD_TYPE, arrow_to_json
+
+        self.adds = [arrow_to_json(row, ADD_TYPE) for row in snapshot.files.to_pylist()]
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [_FilePartition(add) for add in self.adds]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from storage.data_files import read_logical_file
+
+        assert isinstance(partition, _FilePartition)
+        schema = _table_schema(self.schema_string, self.configuration)
+        table = read_logical_file(self.uri, partition.add, schema, self.partition_columns)
+        yield from table.to_batches()
+
+
+@dataclass
+class _WrittenFiles(WriterCommitMessage):
+    adds: list[str]
+    """``AddFile`` actions as JSON bodies."""
+
+
+class _Writer(DataSourceArrowWriter):
+    def __init__(
+        self, uri: str, options: dict[str, str], overwrite: bool, ray_address: str | None
+    ) -> None:
+        from storage.snapshot import load_snapshot
+
+        snapshot = load_snapshot(uri)
+        self.uri = uri
+        self.options = options
+        self.ray_address = _ray_address(options, ray_address)
+        self.overwrite = overwrite
+        self.read_version = snapshot.version
+        self.schema_string = snapshot.metadata.schema_string
+        self.configuration = dict(snapshot.metadata.configuration)
+        self.partition_columns = list(snapshot.metadata.partition_columns)
+        _table_schema(self.schema_string, self.configuration)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        from storage.data_files import write_data_file
+
+        schema = _table_schema(self.schema_string, self.configuration)
+        batches = list(iterator)
+        if not batches:
+            return _WrittenFiles(adds=[])
+        data = pa.Table.from_batches(batches)
+        adds = []
+        if not self.partition_columns:
+            groups: list[tuple[dict[str, Any], pa.Table]] = [({}, data)]
+        else:
+            keys = data.select(self.partition_columns).group_by(self.partition_columns)
+            distinct = keys.aggregate([]).to_pylist()
+            groups = []
+            for values in distinct:
+                mask = None
+                for column, value in values.items():
+                    import pyarrow.compute as pc
+
+                    test = (
+                        pc.is_null(data.column(column))
+                        if value is None
+                        else pc.equal(data.column(column), pa.scalar(value))
+                    )
+                    mask = test if mask is None else pc.and_(mask, test)
+                groups.append((values, data.filter(mask)))
+        for values, rows in groups:
+            if rows.num_rows == 0:
+                continue
+            add = write_data_file(
+                self.uri,
+                rows,
+                schema=schema,
+                partition_columns=self.partition_columns,
+                partition_values=values,
+            )
+            adds.append(json.dumps(add.to_json_dict()))
+        return _WrittenFiles(adds=adds)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        import ray
+
+        from actors.api import open_table
+        from protocol.actions import AddFile
+
+        if not ray.is_initialized():
+            ray.init(address=self.ray_address, log_to_driver=False)
+        table = open_table(self.uri)
+        adds = [
+            AddFile.model_validate(json.loads(body))
+            for message in messages
+            if isinstance(message, _WrittenFiles)
+            for body in message.adds
+        ]
+        if self.overwrite:
+            snapshot = table.snapshot()
+            txn = table.transaction(snapshot=snapshot).read_whole_table()
+            for live in snapshot.add_files():
+                txn.remove(live)
+            operation, mode = "WRITE", "Overwrite"
+        else:
+            txn = table.transaction()
+            operation, mode = "WRITE", "Append"
+        txn.add(*adds)
+        txn.commit(
+            operation=operation,
+            operation_parameters={"mode": mode, "partitionBy": json.dumps(self.partition_columns)},
+        )
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Nothing was committed; the written files stay unreferenced (VACUUM)."""
