@@ -1,0 +1,796 @@
+"""VACUUM: delete data files the table no longer needs.
+
+Two modes, one report (:class:`VacuumReport`):
+
+- **full** lists the table directory (not following symlinks, skipping hidden
+  files and directories, see :mod:`protocol.cleanup_rules`) and deletes every
+  file that is not protected and was last modified before the cutoff
+  (``now - retention``).
+- **lite** lists nothing: the candidates are the files (and deletion-vector
+  files) of the tombstones that expired before the cutoff; those that still
+  exist and are not protected are deleted.
+
+Protected, in both modes: every file a live ``add`` names, every file an
+unexpired tombstone names, and the deletion-vector files of both, compared
+as decoded paths relative to the table root.
+
+Invariants:
+- Nothing outside the table root is ever deleted: paths from the log that
+  resolve outside it (absolute paths, ``file:`` and other URIs, ``..``
+  segments) are ignored with a warning and listed in the report; on local
+  disks the target's real parent directory must also lie inside the root's
+  real path (a symlinked directory pointing elsewhere is refused), and
+  symlinks themselves are never deleted or followed.
+- ``_delta_log`` and other hidden names are never touched.
+- The writer protocol check runs first, always (``vacuumProtocolCheck``).
+- A retention shorter than ``delta.deletedFileRetentionDuration`` raises
+  :class:`RetentionTooShortError` unless ``force``.
+- ``dry_run`` deletes nothing and returns the same list a real run would
+  delete. ``after_delete(path)`` is called after each deletion.
+- Listing is pluggable (:data:`Lister`): the CleanupActor fans
+  :func:`list_tree` out over Ray tasks, one batch of top-level prefixes each.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+from fsspec.implementations.local import LocalFileSystem
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.cleanup_rules import (
+    HOUR_MS,
+    TableRoot,
+    check_vacuum_retention,
+    dv_file_path,
+    is_hidden_name,
+    is_hidden_path,
+    resolve_path,
+    vacuum_cutoff_timestamp,
+)
+from storage.log_store import LogStore, log_store_for
+from storage.snapshot import Snapshot, load_snapshot_from_store
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["full", "lite"]
+AfterDelete = Callable[[str], None]
+Progress = Callable[[str, int, int], None]
+MAX_WARNINGS_LOGGED = 20
+
+LISTING_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("modification_time", pa.int64()),
+    ]
+)
+
+# Paths that need the full resolver: escapes, URIs, absolute, dot segments, empty segments.
+_NEEDS_RESOLVING = r"[%:\\]|^/|(^|/)\.\.?(/|$)|//"
+_MAYBE_HIDDEN = re.compile(r"(^|/)[_.]")
+SCAN_DIRECTORY_MIN_CANDIDATES = 64
+"""Lite mode scans a directory once when it holds at least this many candidates."""
+
+
+class IgnoredPath(BaseModel):
+    """A path from the log that VACUUM refused to touch, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    reason: str
+
+
+class VacuumReport(BaseModel):
+    """What one VACUUM did (or, for a dry run, would do)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    table_uri: str = Field(alias="tableUri")
+    version: int
+    mode: Mode
+    dry_run: bool = Field(alias="dryRun")
+    now: int
+    retention_ms: int = Field(alias="retentionMs")
+    cutoff_timestamp: int = Field(alias="cutoffTimestamp")
+    files: list[str] = Field(default_factory=list)
+    """Root-relative paths deleted (to delete, on a dry run), sorted."""
+    total_bytes: int = Field(default=0, alias="bytes")
+    dirs: list[str] = Field(default_factory=list)
+    """Directories removed because they ended up empty (to remove, on a dry run)."""
+    num_listed: int | None = Field(default=None, alias="numListed")
+    """Files seen by the listing (full mode)."""
+    ignored: list[IgnoredPath] = Field(default_factory=list)
+
+    @property
+    def num_files(self) -> int:
+        return len(self.files)
+
+    @property
+    def retention_hours(self) -> float:
+        return self.retention_ms / HOUR_MS
+
+    def to_json_dict(self) -> dict[str, Any]:
+        body = self.model_dump(by_alias=True, mode="json")
+        body["numFiles"] = self.num_files
+        body["retentionHours"] = self.retention_hours
+        return body
+
+
+# --- listing -------------------------------------------------------------------------------
+
+
+@dataclass
+class DirectoryListing:
+    """Unprotected files under some prefixes, and the directories seen.
+
+    ``dirs`` holds ``(path, modification_time_ms, entries_kept)`` where
+    ``entries_kept`` counts entries the listing skipped that stay in the
+    directory whatever VACUUM decides (hidden names, symlinks, protected files).
+    """
+
+    files: pa.Table = field(default_factory=LISTING_SCHEMA.empty_table)
+    dirs: list[tuple[str, int, int]] = field(default_factory=list)
+    num_seen: int = 0
+    symlinks: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def merge(parts: Iterable[DirectoryListing]) -> DirectoryListing:
+        parts = list(parts)
+        if not parts:
+            return DirectoryListing()
+        return DirectoryListing(
+            files=pa.concat_tables([p.files for p in parts]),
+            dirs=[d for p in parts for d in p.dirs],
+            num_seen=sum(p.num_seen for p in parts),
+            symlinks=[s for p in parts for s in p.symlinks],
+        )
+
+
+Lister = Callable[[LogStore, frozenset[str], Collection[str]], DirectoryListing]
+"""``lister(store, partition_columns, protected)`` lists the whole table."""
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _list_local(
+    root: str,
+    prefix: str,
+    partition_columns: frozenset[str],
+    protected: Collection[str],
+    *,
+    recursive: bool,
+) -> tuple[DirectoryListing, list[str]]:
+    paths: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    listing = DirectoryListing()
+    subdirs: list[str] = []
+    stack = [prefix]
+    while stack:
+        relative = stack.pop()
+        kept = 0
+        try:
+            entries = list(os.scandir(os.path.join(root, relative) if relative else root))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        base = relative + "/" if relative else ""
+        for entry in entries:
+            name = entry.name
+            if entry.is_file(follow_symlinks=False):
+                if name[0] in "_.":  # a hidden file
+                    kept += 1
+                    continue
+                listing.num_seen += 1
+                path = base + name
+                if path in protected:
+                    kept += 1
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                paths.append(path)
+                sizes.append(info.st_size)
+                mtimes.append(info.st_mtime_ns // 1_000_000)
+            elif entry.is_dir(follow_symlinks=False):
+                if is_hidden_name(name, partition_columns, is_dir=True):
+                    kept += 1
+                elif recursive:
+                    stack.append(base + name)
+                else:
+                    subdirs.append(base + name)
+                    kept += 1
+            else:  # a symlink (never followed, never deleted) or a special file
+                if entry.is_symlink():
+                    listing.symlinks.append(base + name)
+                kept += 1
+        if relative:
+            mtime = os.stat(os.path.join(root, relative), follow_symlinks=False).st_mtime_ns
+            listing.dirs.append((relative, mtime // 1_000_000, kept))
+    listing.files = pa.table(
+        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
+        schema=LISTING_SCHEMA,
+    )
+    return listing, subdirs
+
+
+def _mtime_ms(info: dict[str, Any]) -> int:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return int(value.timestamp() * 1000)
+        return int(float(value) * 1000)
+    return 0
+
+
+def _list_fsspec(
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+    prefix: str,
+    partition_columns: frozenset[str],
+    protected: Collection[str],
+    *,
+    recursive: bool,
+) -> tuple[DirectoryListing, list[str]]:
+    paths: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    listing = DirectoryListing()
+    subdirs: list[str] = []
+    stack = [prefix]
+    while stack:
+        relative = stack.pop()
+        directory = f"{root}/{relative}" if relative else root
+        try:
+            entries: list[dict[str, Any]] = fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            continue
+        kept = 0
+        for info in entries:
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            path = _join(relative, name)
+            if info.get("islink"):
+                listing.symlinks.append(path)
+                kept += 1
+            elif info.get("type") == "directory":
+                if is_hidden_name(name, partition_columns, is_dir=True):
+                    kept += 1
+                elif recursive:
+                    stack.append(path)
+                else:
+                    subdirs.append(path)
+                    kept += 1
+            elif is_hidden_name(name, partition_columns, is_dir=False):
+                kept += 1
+            else:
+                listing.num_seen += 1
+                if path in protected:
+                    kept += 1
+                    continue
+                paths.append(path)
+                sizes.append(int(info.get("size") or 0))
+                mtimes.append(_mtime_ms(info))
+        if relative:
+            listing.dirs.append((relative, 0, kept))  # object stores: no directory times
+    listing.files = pa.table(
+        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
+        schema=LISTING_SCHEMA,
+    )
+    return listing, subdirs
+
+
+def list_tree(
+    store: LogStore,
+    prefixes: Sequence[str],
+    partition_columns: frozenset[str],
+    protected: Collection[str],
+) -> DirectoryListing:
+    """Unprotected, non-hidden files under each root-relative directory in ``prefixes``
+    (``""`` is the whole table), recursively."""
+    parts = []
+    for prefix in prefixes:
+        if isinstance(store.fs, LocalFileSystem):
+            part, _ = _list_local(
+                store.table_root, prefix, partition_columns, protected, recursive=True
+            )
+        else:
+            part, _ = _list_fsspec(
+                store.fs, store.table_root, prefix, partition_columns, protected, recursive=True
+            )
+        parts.append(part)
+    return DirectoryListing.merge(parts)
+
+
+def list_top_level(
+    store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
+) -> tuple[DirectoryListing, list[str]]:
+    """The files directly under the root, and its non-hidden subdirectories."""
+    if isinstance(store.fs, LocalFileSystem):
+        return _list_local(store.table_root, "", partition_columns, protected, recursive=False)
+    return _list_fsspec(
+        store.fs, store.table_root, "", partition_columns, protected, recursive=False
+    )
+
+
+def list_sequential(
+    store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
+) -> DirectoryListing:
+    """The default :data:`Lister`: one process walks the whole tree."""
+    return list_tree(store, [""], partition_columns, protected)
+
+
+# --- what the log protects ------------------------------------------------------------------
+
+
+_CANDIDATES_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("size", pa.int64())])
+
+
+@dataclass
+class _LogPaths:
+    protected_paths: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+    """Root-relative paths of live files, unexpired tombstones and their DVs."""
+    expired: pa.Table = field(default_factory=lambda: _CANDIDATES_SCHEMA.empty_table())
+    """Expired tombstones' files and DVs that may be deleted: ``path``, ``size``
+    (as the log records it; null when it does not)."""
+    ignored: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def protected(self) -> frozenset[str]:
+        return frozenset(self.protected_paths.to_pylist())
+
+
+def _split_column(paths: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array]:
+    """``(mask of plain relative paths, mask of paths needing the full resolver)``."""
+    hard = pc.fill_null(pc.match_substring_regex(paths, _NEEDS_RESOLVING), False)
+    easy = pc.and_(pc.is_valid(paths), pc.invert(hard))
+    return easy, hard
+
+
+def _dv_paths(table: pa.Table) -> list[str]:
+    """The file paths of the non-inline deletion vectors in a file-action table."""
+    if "deletionVector" not in table.column_names or table.num_rows == 0:
+        return []
+    column = table.column("deletionVector")
+    if column.null_count == len(column):
+        return []
+    present = pc.drop_null(column)
+    storage_types = pc.struct_field(present, "storageType").to_pylist()
+    payloads = pc.struct_field(present, "pathOrInlineDv").to_pylist()
+    out = []
+    for storage_type, payload in zip(storage_types, payloads, strict=True):
+        if storage_type is None or payload is None:
+            continue
+        path = dv_file_path(storage_type, payload)
+        if path is not None:
+            out.append(path)
+    return out
+
+
+def log_paths(snapshot: Snapshot, root: TableRoot, *, cutoff_ms: int) -> _LogPaths:
+    """Protected relative paths, and the expired tombstones' files (and DVs).
+
+    Plain relative paths (no escapes, no scheme, no dot segments: what writers
+    normally produce) are taken as they are, column-wise; the others go
+    through :func:`protocol.cleanup_rules.resolve_path` one by one.
+    """
+    removes = snapshot.all_tombstones
+    stamps = pc.fill_null(removes.column("deletionTimestamp"), 0)
+    unexpired = removes.filter(pc.greater_equal(stamps, pa.scalar(cutoff_ms, pa.int64())))
+    expired = removes.filter(pc.less(stamps, pa.scalar(cutoff_ms, pa.int64())))
+    protected: list[pa.Array] = []
+    extra: list[str] = []
+    for table in (snapshot.files, unexpired):
+        column = table.column("path")
+        easy, hard = _split_column(column)
+        protected.append(pc.filter(column, easy).combine_chunks())
+        for raw in pc.filter(column, hard).to_pylist() + _dv_paths(table):
+            relative = resolve_path(raw, root).relative
+            if relative is not None:
+                extra.append(relative)
+    protected.append(pa.array(extra, pa.string()))
+    ignored: dict[str, str] = {}
+    column = expired.column("path")
+    easy, hard = _split_column(column)
+    easy_rows = expired.filter(easy)
+    deletable: list[str] = []
+    for raw in pc.filter(column, hard).to_pylist() + _dv_paths(expired):
+        resolved = resolve_path(raw, root)
+        if resolved.deletable and resolved.relative is not None:
+            deletable.append(resolved.relative)
+        else:
+            ignored.setdefault(raw, resolved.issue or "unresolvable")
+    candidates = pa.concat_tables(
+        [
+            pa.table(
+                [easy_rows.column("path"), pc.cast(easy_rows.column("size"), pa.int64())],
+                schema=_CANDIDATES_SCHEMA,
+            ),
+            pa.table(
+                [pa.array(deletable, pa.string()), pa.nulls(len(deletable), pa.int64())],
+                schema=_CANDIDATES_SCHEMA,
+            ),
+        ]
+    )
+    return _LogPaths(pa.concat_arrays(protected), candidates, ignored)
+
+
+# --- planning and running -------------------------------------------------------------------
+
+
+def table_root_of(store: LogStore) -> TableRoot:
+    protocol = store.fs.protocol
+    scheme = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
+    if isinstance(store.fs, LocalFileSystem):
+        scheme = "file"
+    return TableRoot(store.table_root, str(scheme))
+
+
+@dataclass
+class VacuumPlan:
+    """The files one VACUUM deletes (``files``: relative path, size, mtime)."""
+
+    snapshot_version: int
+    mode: Mode
+    retention_ms: int
+    cutoff_ms: int
+    now_ms: int
+    files: pa.Table
+    dirs: list[str]
+    num_listed: int | None
+    ignored: dict[str, str]
+
+
+def _warn_ignored(ignored: dict[str, str]) -> None:
+    for index, (path, reason) in enumerate(sorted(ignored.items())):
+        if index == MAX_WARNINGS_LOGGED:
+            logger.warning("vacuum: %d more paths ignored", len(ignored) - index)
+            break
+        logger.warning("vacuum: ignoring %r from the log: %s", path, reason)
+
+
+def _removable_dirs(listing: DirectoryListing, doomed: set[str], cutoff_ms: int) -> list[str]:
+    """Directories that will be empty once ``doomed`` files are gone, deepest first."""
+    remaining: dict[str, int] = {path: kept for path, _, kept in listing.dirs}
+    old = {path for path, mtime, _ in listing.dirs if 0 < mtime < cutoff_ms}
+    for path in listing.files.column("path").to_pylist():
+        parent = path.rpartition("/")[0]
+        if parent and path not in doomed and parent in remaining:
+            remaining[parent] += 1
+    removable = []
+    for path in sorted(remaining, key=lambda p: (-p.count("/"), p)):
+        parent = path.rpartition("/")[0]
+        if remaining[path] == 0 and path in old:
+            removable.append(path)
+        elif parent in remaining:
+            remaining[parent] += 1
+    return removable
+
+
+def plan_vacuum(
+    snapshot: Snapshot,
+    store: LogStore,
+    *,
+    retention_hours: float | None = None,
+    lite: bool = False,
+    force: bool = False,
+    now_ms: int | None = None,
+    lister: Lister | None = None,
+) -> VacuumPlan:
+    """Decide what VACUUM deletes (nothing is deleted here)."""
+    config = snapshot.table_configuration
+    config.ensure_writable()  # vacuumProtocolCheck: always check the writer protocol
+    requested = None if retention_hours is None else round(retention_hours * HOUR_MS)
+    retention = check_vacuum_retention(requested, config.deleted_file_retention_ms, force=force)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = vacuum_cutoff_timestamp(now, retention)
+    root = table_root_of(store)
+    partition_columns = frozenset(config.partition_columns) | frozenset(
+        config.physical_partition_columns
+    )
+    paths = log_paths(snapshot, root, cutoff_ms=cutoff)
+    ignored = dict(paths.ignored)
+    if lite:
+        files = _lite_candidates(store, paths, partition_columns, ignored)
+        dirs: list[str] = []
+        num_listed = None
+    else:
+        listing = (lister or list_sequential)(store, partition_columns, paths.protected)
+        for link in listing.symlinks:
+            logger.info("vacuum: not following or deleting symlink %s", link)
+        mtimes = listing.files.column("modification_time")
+        # An unknown modification time (0) never counts as old.
+        old = pc.and_(
+            pc.less(mtimes, pa.scalar(cutoff, pa.int64())),
+            pc.greater(mtimes, pa.scalar(0, pa.int64())),
+        )
+        files = listing.files.filter(old)
+        doomed = set(files.column("path").to_pylist())
+        dirs = _removable_dirs(listing, doomed, cutoff) if root.is_local else []
+        num_listed = listing.num_seen
+    _warn_ignored(ignored)
+    files = files.sort_by("path")
+    return VacuumPlan(
+        snapshot_version=snapshot.version,
+        mode="lite" if lite else "full",
+        retention_ms=retention,
+        cutoff_ms=cutoff,
+        now_ms=now,
+        files=files,
+        dirs=dirs,
+        num_listed=num_listed,
+        ignored=ignored,
+    )
+
+
+def _lite_candidates(
+    store: LogStore,
+    paths: _LogPaths,
+    partition_columns: frozenset[str],
+    ignored: dict[str, str],
+) -> pa.Table:
+    """The expired tombstones' files that exist, are not protected and not hidden.
+
+    Sizes are the ones the log records, else the file's. On local disks a
+    directory holding many candidates is scanned once (names and types, no
+    ``stat``) instead of one ``lstat`` per candidate.
+    """
+    candidates = paths.expired
+    if pc.count_distinct(candidates.column("path")).as_py() != candidates.num_rows:
+        grouped = candidates.group_by("path").aggregate([("size", "max")])
+        candidates = pa.table(
+            [grouped.column("path"), grouped.column("size_max")], schema=_CANDIDATES_SCHEMA
+        )
+    if len(paths.protected_paths) and candidates.num_rows:
+        known = pc.is_in(candidates.column("path"), value_set=paths.protected_paths)
+        candidates = candidates.filter(pc.invert(known))
+    maybe_hidden = pc.match_substring_regex(candidates.column("path"), _MAYBE_HIDDEN.pattern)
+    if pc.any(maybe_hidden).as_py():
+        keep = []
+        for relative, flagged in zip(
+            candidates.column("path").to_pylist(), maybe_hidden.to_pylist(), strict=True
+        ):
+            hidden = bool(flagged) and is_hidden_path(relative, partition_columns)
+            if hidden:
+                ignored.setdefault(relative, "hidden path")
+            keep.append(not hidden)
+        candidates = candidates.filter(pa.array(keep, pa.bool_()))
+    if isinstance(store.fs, LocalFileSystem):
+        found = _local_existing(store, candidates, ignored)
+    else:
+        exists, sizes = _fsspec_existence(store, candidates)
+        kept = candidates.filter(pa.array(exists, pa.bool_()))
+        found = pa.table(
+            [kept.column("path"), pa.array(sizes, pa.int64())], schema=_CANDIDATES_SCHEMA
+        )
+    return pa.table(
+        [found.column("path"), found.column("size"), pa.nulls(found.num_rows, pa.int64())],
+        schema=LISTING_SCHEMA,
+    )
+
+
+def _local_existing(store: LogStore, candidates: pa.Table, ignored: dict[str, str]) -> pa.Table:
+    """The candidates that are regular files inside the root, with their sizes."""
+    guard = _LocalGuard(store.table_root)
+    paths = candidates.column("path")
+    pieces = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
+    parents = pc.if_else(pc.equal(pc.list_value_length(pieces), 2), pc.list_element(pieces, 0), "")
+    counts = pc.value_counts(parents)
+    outside: list[str] = []
+    scan: list[str] = []
+    for parent, count in zip(
+        counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True
+    ):
+        if parent and not guard.parent_inside(parent):
+            outside.append(parent)
+        elif count >= SCAN_DIRECTORY_MIN_CANDIDATES:
+            scan.append(parent)
+    existing: list[str] = []
+    for parent in scan:
+        prefix = f"{parent}/" if parent else ""
+        existing.extend(prefix + name for name in guard.regular_files(parent))
+    is_outside = pc.is_in(parents, value_set=pa.array(outside, pa.string()))
+    for relative in pc.filter(paths, is_outside).to_pylist():
+        ignored.setdefault(relative, "leaves the table root through a symlink")
+    # Scanned directory and a size from the log: no system call per file.
+    fast = pc.and_(
+        pc.is_in(parents, value_set=pa.array(scan, pa.string())),
+        pc.is_valid(candidates.column("size")),
+    )
+    quick = candidates.filter(
+        pc.and_(fast, pc.is_in(paths, value_set=pa.array(existing, pa.string())))
+    )
+    slow = candidates.filter(pc.and_(pc.invert(fast), pc.invert(is_outside)))
+    slow_paths: list[str] = []
+    slow_sizes: list[int] = []
+    for relative, size in zip(
+        slow.column("path").to_pylist(), slow.column("size").to_pylist(), strict=True
+    ):
+        info = guard.stat_inside(relative)
+        if info is not None:
+            slow_paths.append(relative)
+            slow_sizes.append(info.st_size if size is None else size)
+    return pa.concat_tables(
+        [
+            quick,
+            pa.table(
+                [pa.array(slow_paths, pa.string()), pa.array(slow_sizes, pa.int64())],
+                schema=_CANDIDATES_SCHEMA,
+            ),
+        ]
+    )
+
+
+def _fsspec_existence(store: LogStore, candidates: pa.Table) -> tuple[list[bool], list[int]]:
+    exists: list[bool] = []
+    sizes: list[int] = []
+    for relative, size in zip(
+        candidates.column("path").to_pylist(), candidates.column("size").to_pylist(), strict=True
+    ):
+        try:
+            info = store.fs.info(f"{store.table_root}/{relative}")
+        except FileNotFoundError:
+            exists.append(False)
+            continue
+        regular = info.get("type") == "file"
+        exists.append(regular)
+        if regular:
+            sizes.append(int(info.get("size") or 0) if size is None else size)
+    return exists, sizes
+
+
+class _LocalGuard:
+    """Local-disk check that a relative path really lies inside the root."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.real_root = os.path.realpath(root)
+        self._parents: dict[str, bool] = {}
+
+    def parent_inside(self, parent: str) -> bool:
+        known = self._parents.get(parent)
+        if known is None:
+            real = os.path.realpath(os.path.join(self.root, parent) if parent else self.root)
+            known = real == self.real_root or real.startswith(self.real_root + os.sep)
+            self._parents[parent] = known
+        return known
+
+    def regular_files(self, parent: str) -> set[str]:
+        """Names of the regular files (not symlinks) directly in ``parent``."""
+        try:
+            with os.scandir(os.path.join(self.root, parent) if parent else self.root) as it:
+                return {e.name for e in it if e.is_file(follow_symlinks=False)}
+        except (FileNotFoundError, NotADirectoryError):
+            return set()
+
+    def stat_inside(self, relative: str) -> os.stat_result | None:
+        """``lstat`` of a regular file inside the root; None when missing or refused."""
+        parent = relative.rpartition("/")[0]
+        if parent and not self.parent_inside(parent):
+            logger.warning("vacuum: %s leaves the table root through a symlink; skipped", relative)
+            return None
+        try:
+            info = os.lstat(self.root + "/" + relative)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return info
+
+
+def execute_vacuum(
+    store: LogStore,
+    plan: VacuumPlan,
+    *,
+    after_delete: AfterDelete | None = None,
+    progress: Progress | None = None,
+) -> tuple[list[str], int, list[str]]:
+    """Delete the planned files, then the emptied directories.
+
+    Returns ``(deleted, bytes, dirs_removed)``; files found missing are not counted.
+    """
+    paths = plan.files.column("path").to_pylist()
+    sizes = plan.files.column("size").to_pylist()
+    deleted: list[str] = []
+    total = 0
+    local = isinstance(store.fs, LocalFileSystem)
+    guard = _LocalGuard(store.table_root) if local else None
+    for index, (relative, size) in enumerate(zip(paths, sizes, strict=True)):
+        full = f"{store.table_root}/{relative}"
+        try:
+            if guard is not None:
+                if guard.stat_inside(relative) is None:
+                    continue
+                os.unlink(full)
+            else:
+                store.fs.rm_file(full)
+        except FileNotFoundError:
+            continue
+        deleted.append(relative)
+        total += size
+        if after_delete is not None:
+            after_delete(relative)
+        if progress is not None:
+            progress("deleting files", index + 1, len(paths))
+    removed = []
+    if local:
+        for directory in plan.dirs:
+            try:
+                os.rmdir(os.path.join(store.table_root, directory))
+            except OSError:
+                continue  # not empty any more (a writer), or gone
+            removed.append(directory)
+    return deleted, total, removed
+
+
+def vacuum(
+    uri: str,
+    *,
+    retention_hours: float | None = None,
+    lite: bool = False,
+    dry_run: bool = False,
+    force: bool = False,
+    now_ms: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+    store: LogStore | None = None,
+    snapshot: Snapshot | None = None,
+    lister: Lister | None = None,
+    after_delete: AfterDelete | None = None,
+    progress: Progress | None = None,
+) -> VacuumReport:
+    """VACUUM the table at ``uri`` (module doc); returns what was (to be) deleted.
+
+    >>> report = vacuum("file:///tmp/events", dry_run=True)   # doctest: +SKIP
+    >>> report.files[:3], report.bytes                          # doctest: +SKIP
+    """
+    store = store or log_store_for(uri, storage_options)
+    if progress is not None:
+        progress("loading snapshot", 0, 0)
+    snapshot = snapshot or load_snapshot_from_store(uri, store)
+    if progress is not None:
+        progress("planning", 0, 0)
+    plan = plan_vacuum(
+        snapshot,
+        store,
+        retention_hours=retention_hours,
+        lite=lite,
+        force=force,
+        now_ms=now_ms,
+        lister=lister,
+    )
+    ignored = [IgnoredPath(path=p, reason=r) for p, r in sorted(plan.ignored.items())]
+    common: dict[str, Any] = {
+        "table_uri": uri,
+        "version": plan.snapshot_version,
+        "mode": plan.mode,
+        "dry_run": dry_run,
+        "now": plan.now_ms,
+        "retention_ms": plan.retention_ms,
+        "cutoff_timestamp": plan.cutoff_ms,
+        "num_listed": plan.num_listed,
+        "ignored": ignored,
+    }
+    if dry_run:
+        return VacuumReport(
+            **common,
+            files=plan.files.column("path").to_pylist(),
+            bytes=pc.sum(plan.files.column("size")).as_py() or 0,
+            dirs=plan.dirs,
+        )
+    deleted, total, removed = execute_vacuum(
+        store, plan, after_delete=after_delete, progress=progress
+    )
+    return VacuumReport(**common, files=deleted, bytes=total, dirs=removed)
