@@ -245,7 +245,7 @@ def _cpu_model() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """Where the numbers came from."""
+    """Where the numbers came from (``load_average``: 1/5/15-minute, when written)."""
     return {
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -256,6 +256,7 @@ def machine_info() -> dict[str, Any]:
         "pyarrow": _version_of("pyarrow"),
         "deltalake": _version_of("deltalake"),
         "deltaray": _version_of("deltaray"),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
 
 
@@ -277,15 +278,60 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
 
 
 def print_ratio(
-    name: str, *, ours: float, peer: float, unit: str, goal: float | None = None
+    name: str,
+    *,
+    ours: float,
+    peer: float,
+    unit: str,
+    goal: float | None = None,
+    higher_is_better: bool = False,
 ) -> float:
-    """Print ``ours / peer`` (lower is better for times and bytes) and return it."""
+    """Print ``ours / peer`` and return it.
+
+    Lower is better for times and bytes (goal: ratio <= ``goal``); pass
+    ``higher_is_better=True`` for rates such as commits/s (goal: ratio >= ``goal``).
+    """
     ratio = ours / peer if peer else float("inf")
     verdict = ""
     if goal is not None:
-        verdict = f"  goal <= {goal:.2f}x: {'MET' if ratio <= goal else 'NOT MET'}"
+        met = ratio >= goal if higher_is_better else ratio <= goal
+        sign = ">=" if higher_is_better else "<="
+        verdict = f"  goal {sign} {goal:.2f}x: {'MET' if met else 'NOT MET'}"
     print(f"{name}: ours {ours:.3f} {unit} / peer {peer:.3f} {unit} = {ratio:.2f}x{verdict}")
     return ratio
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``values``, linear between ranks."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
+    """Count and p50/p90/p99/max/mean of latencies given in seconds, reported in ms."""
+    if not seconds:
+        nan = float("nan")
+        return {
+            "count": 0,
+            "p50_ms": nan,
+            "p90_ms": nan,
+            "p99_ms": nan,
+            "max_ms": nan,
+            "mean_ms": nan,
+        }
+    return {
+        "count": len(seconds),
+        "p50_ms": percentile(seconds, 50) * 1e3,
+        "p90_ms": percentile(seconds, 90) * 1e3,
+        "p99_ms": percentile(seconds, 99) * 1e3,
+        "max_ms": max(seconds) * 1e3,
+        "mean_ms": statistics.fmean(seconds) * 1e3,
+    }
 
 
 def print_table(rows: Sequence[Summary]) -> None:

@@ -1,0 +1,466 @@
+"""Benchmark: commit throughput of 1, 4 and 8 concurrent blind-append writers.
+
+Work: ``N`` writer processes each commit 1-file blind appends, one commit at a
+time, for ``--seconds`` seconds, on a fresh table per engine and level:
+
+- ours: each writer is a Ray actor (its own process) looping
+  ``txn = table.transaction(); txn.add(AddFile(...)); txn.commit()`` on a
+  handle from ``open_table(uri)``; all commits go through the table's one
+  ``TableActor``;
+- peer (delta-rs): each writer is a ``multiprocessing`` process looping
+  ``dt.update_incremental(); dt.create_write_transaction([AddAction(...)],
+  "append", schema)`` with delta-rs's default commit retries (15) and
+  post-commit hooks. A commit that raises counts as failed.
+
+Every commit carries a unique id (ours: ``commitInfo.txnId``; delta-rs:
+``commitInfo.benchTxnId`` via ``custom_metadata``) and adds a unique path.
+After the run the final ``_delta_log`` is read back: a commit is **lost** when
+it was acknowledged but its path/id is not in the log (ours: not at the
+version it was acknowledged with), **duplicated** when its path is in more
+than one commit. Versions must be contiguous.
+
+Each engine runs in a fresh driver process (:func:`benchmarks.common.measure_once`).
+Goal at 8 writers: ours >= 10x delta-rs commits/s, 0 failed, 0 lost.
+``ratio`` = ours / peer in commits/s (higher is better here).
+
+Run: ``python -m benchmarks.commit_throughput [--levels 1 4 8] [--seconds 10]``.
+Writes ``benchmarks/results/commit_throughput.json``.
+
+Only the standard library and :mod:`benchmarks.common` are imported at top
+level: the children import this module to find their targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import latency_stats, measure_once, print_ratio, write_result
+
+NAME = "commit_throughput"
+GOAL_RATIO = 10.0
+GOAL_LEVEL = 8
+STATS = '{"numRecords":100,"minValues":{"id":0},"maxValues":{"id":99},"nullCount":{"id":0}}'
+START_DELAY_S = 1.0
+"""Writers are told to start this long after they are all ready."""
+
+
+# --- our writers ------------------------------------------------------------------------
+
+
+class OursWriter:
+    """One writer process (a Ray actor): ``open_table`` + a commit loop."""
+
+    def __init__(self, uri: str, writer_id: int) -> None:
+        self.uri = uri
+        self.writer_id = writer_id
+        self.table: Any = None
+
+    def prepare(self) -> str:
+        """Import, open the table and make one warm-up commit (not counted)."""
+        from actors.api import open_table
+
+        self.table = open_table(self.uri)
+        record = self._commit_one("warmup")
+        if not record["ok"]:
+            raise RuntimeError(f"warm-up commit failed: {record['error']}")
+        return str(record["path"])
+
+    def _commit_one(self, tag: str) -> dict[str, Any]:
+        from protocol.actions import AddFile
+
+        path = f"w{self.writer_id}-{tag}-{uuid.uuid4().hex}.parquet"
+        begin = time.perf_counter()
+        try:
+            txn = self.table.transaction()
+            txn.add(
+                AddFile(
+                    path=path,
+                    size=1024,
+                    modificationTime=int(time.time() * 1000),
+                    dataChange=True,
+                    stats=STATS,
+                )
+            )
+            call = time.perf_counter()
+            version = txn.commit(operation="WRITE", operation_parameters={"mode": "Append"})
+        except Exception as error:  # counted, never hidden
+            return {
+                "ok": False,
+                "path": path,
+                "error": f"{type(error).__name__}: {error}"[:300],
+                "latency": time.perf_counter() - begin,
+            }
+        end = time.perf_counter()
+        return {
+            "ok": True,
+            "path": path,
+            "txn_id": txn.txn_id,
+            "version": version,
+            "latency": end - begin,
+            "commit_call": end - call,
+            "end_wall": time.time(),
+        }
+
+    def run(self, start_at: float, seconds: float) -> list[dict[str, Any]]:
+        """Commit one at a time from ``start_at`` (wall clock) for ``seconds``."""
+        time.sleep(max(0.0, start_at - time.time()))
+        deadline = start_at + seconds
+        records = []
+        count = 0
+        while time.time() < deadline:
+            records.append(self._commit_one(str(count)))
+            count += 1
+        return records
+
+
+def ours_setup() -> None:
+    import pyarrow  # noqa: F401
+    import ray  # noqa: F401
+
+    import actors.api  # noqa: F401
+
+
+def ours_run(root: str, levels: list[int], seconds: float) -> dict[str, Any]:
+    """All levels in one Ray session; a fresh table per level."""
+    import pyarrow as pa
+    import ray
+
+    from actors.api import NAMESPACE, create_table
+
+    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
+    writer_class: Any = ray.remote(num_cpus=0, max_restarts=0)(OursWriter)
+    out: dict[str, Any] = {}
+    try:
+        for level in levels:
+            uri = Path(root, f"ours-{level}").resolve().as_uri()
+            table = create_table(uri, schema=pa.schema([("id", pa.int64())]))
+            writers = [writer_class.remote(uri, i) for i in range(level)]
+            warmup_paths = ray.get([w.prepare.remote() for w in writers])
+            start_at = time.time() + START_DELAY_S
+            per_writer = ray.get([w.run.remote(start_at, seconds) for w in writers])
+            for writer in writers:
+                ray.kill(writer)
+            ray.kill(table.actor)
+            records = [r for rs in per_writer for r in rs]
+            check = verify_log(uri_path(uri), records, warmup_paths, id_key="txnId")
+            out[str(level)] = summarise(records, start_at, check)
+    finally:
+        ray.shutdown()
+    return out
+
+
+# --- delta-rs writers -------------------------------------------------------------------
+
+
+def _peer_commit_one(dt: Any, schema: Any, hooks: Any, writer_id: int, tag: str) -> dict[str, Any]:
+    from deltalake.transaction import AddAction, CommitProperties
+
+    path = f"w{writer_id}-{tag}-{uuid.uuid4().hex}.parquet"
+    bench_id = str(uuid.uuid4())
+    begin = time.perf_counter()
+    try:
+        dt.update_incremental()
+        call = time.perf_counter()
+        dt.create_write_transaction(
+            [AddAction(path, 1024, {}, int(time.time() * 1000), True, STATS)],
+            "append",
+            schema,
+            commit_properties=CommitProperties(custom_metadata={"benchTxnId": bench_id}),
+            post_commithook_properties=hooks,
+        )
+    except Exception as error:  # counted, never hidden
+        return {
+            "ok": False,
+            "path": path,
+            "error": f"{type(error).__name__}: {error}"[:300],
+            "latency": time.perf_counter() - begin,
+        }
+    end = time.perf_counter()
+    return {
+        "ok": True,
+        "path": path,
+        "txn_id": bench_id,
+        "version": None,
+        "latency": end - begin,
+        "commit_call": end - call,
+        "end_wall": time.time(),
+    }
+
+
+def _peer_writer(
+    path: str,
+    writer_id: int,
+    seconds: float,
+    checkpoints: bool,
+    barrier: Any,
+    queue: Any,
+) -> None:
+    """A delta-rs writer process: warm up, wait for the others, commit for ``seconds``."""
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import PostCommitHookProperties
+
+    dt = DeltaTable(path)
+    schema = Schema.from_arrow(dt.schema().to_arrow())
+    hooks = None if checkpoints else PostCommitHookProperties(create_checkpoint=False)
+    warmup = _peer_commit_one(dt, schema, hooks, writer_id, "warmup")
+    barrier.wait()
+    start_at = time.time()
+    deadline = start_at + seconds
+    records = []
+    count = 0
+    while time.time() < deadline:
+        records.append(_peer_commit_one(dt, schema, hooks, writer_id, str(count)))
+        count += 1
+    queue.put({"warmup": warmup, "records": records, "start_at": start_at})
+
+
+def peer_setup() -> None:
+    import deltalake  # noqa: F401
+    import pyarrow  # noqa: F401
+
+
+def peer_run(root: str, levels: list[int], seconds: float, checkpoints: bool) -> dict[str, Any]:
+    import multiprocessing as mp
+
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    ctx = mp.get_context("spawn")
+    out: dict[str, Any] = {}
+    for level in levels:
+        path = str(Path(root, f"peer-{level}").resolve())
+        DeltaTable.create(path, schema=pa.schema([("id", pa.int64())]))
+        barrier = ctx.Barrier(level + 1)
+        queue = ctx.Queue()
+        procs = [
+            ctx.Process(target=_peer_writer, args=(path, i, seconds, checkpoints, barrier, queue))
+            for i in range(level)
+        ]
+        for proc in procs:
+            proc.start()
+        barrier.wait(timeout=120)
+        start_at = time.time()
+        bodies = [queue.get(timeout=seconds + 300) for _ in procs]
+        for proc in procs:
+            proc.join()
+        warmups = [b["warmup"] for b in bodies]
+        failed_warmups = [w for w in warmups if not w["ok"]]
+        records = [r for b in bodies for r in b["records"]]
+        warmup_paths = [w["path"] for w in warmups if w["ok"]]
+        check = verify_log(path, records, warmup_paths, id_key="benchTxnId")
+        summary = summarise(records, min(b["start_at"] for b in bodies), check)
+        summary["failed_warmups"] = len(failed_warmups)
+        summary["start_skew_s"] = max(b["start_at"] for b in bodies) - start_at
+        out[str(level)] = summary
+    return out
+
+
+# --- checking and summarising -----------------------------------------------------------
+
+
+def uri_path(uri: str) -> str:
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def verify_log(
+    table_path: str, records: list[dict[str, Any]], warmup_paths: list[str], *, id_key: str
+) -> dict[str, Any]:
+    """Read the final log back and check every writer's claims against it.
+
+    ``lost``: acknowledged, but its path is not in the log, or (when the writer
+    was told a version) not in that version's file, or its id not with it.
+    ``duplicated``: a path added by more than one commit.
+    ``failed_but_present``: reported failed, yet its path is in the log.
+    """
+    log = Path(table_path, "_delta_log")
+    versions = sorted(int(p.name.split(".")[0]) for p in log.glob("*.json"))
+    path_versions: dict[str, list[int]] = {}
+    path_ids: dict[str, str | None] = {}
+    for version in versions:
+        commit_id: str | None = None
+        adds: list[str] = []
+        with open(log / f"{version:020d}.json", encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                action = json.loads(line)
+                if "commitInfo" in action:
+                    commit_id = action["commitInfo"].get(id_key)
+                elif "add" in action:
+                    adds.append(action["add"]["path"])
+        for add in adds:
+            path_versions.setdefault(add, []).append(version)
+            path_ids[add] = commit_id
+    lost = []
+    for record in records:
+        if not record["ok"]:
+            continue
+        found = path_versions.get(record["path"])
+        if (
+            not found
+            or (record["version"] is not None and record["version"] not in found)
+            or path_ids.get(record["path"]) != record["txn_id"]
+        ):
+            lost.append(record["path"])
+    failed_present = [r["path"] for r in records if not r["ok"] and r["path"] in path_versions]
+    duplicated = [p for p, vs in path_versions.items() if len(vs) > 1]
+    expected_commits = 1 + len(warmup_paths) + sum(1 for r in records if r["ok"])
+    return {
+        "log_versions": len(versions),
+        "latest_version": versions[-1] if versions else -1,
+        "versions_contiguous": versions == list(range(len(versions))),
+        "expected_commits": expected_commits,
+        "unexpected_commits": len(versions) - expected_commits,
+        "lost": len(lost),
+        "lost_examples": lost[:5],
+        "duplicated": len(duplicated),
+        "failed_but_present": len(failed_present),
+        "warmups_missing": sum(1 for p in warmup_paths if p not in path_versions),
+    }
+
+
+def summarise(
+    records: list[dict[str, Any]], start_at: float, check: dict[str, Any]
+) -> dict[str, Any]:
+    ok = [r for r in records if r["ok"]]
+    failed = [r for r in records if not r["ok"]]
+    elapsed = max((r["end_wall"] for r in ok), default=start_at) - start_at
+    errors: dict[str, int] = {}
+    for record in failed:
+        kind = str(record["error"]).split(":", 1)[0]
+        errors[kind] = errors.get(kind, 0) + 1
+    return {
+        "commits": len(ok),
+        "failed": len(failed),
+        "lost": check["lost"],
+        "elapsed_s": elapsed,
+        "commits_per_s": len(ok) / elapsed if elapsed > 0 else 0.0,
+        "latency": latency_stats([r["latency"] for r in ok]),
+        "commit_call_latency": latency_stats([r["commit_call"] for r in ok]),
+        "failed_latency": latency_stats([r["latency"] for r in failed]),
+        "errors": errors,
+        "error_examples": [r["error"] for r in failed[:3]],
+        "log_check": check,
+    }
+
+
+# --- driver -----------------------------------------------------------------------------
+
+
+def _print_level(engine: str, level: str, s: dict[str, Any]) -> None:
+    lat = s["latency"]
+    check = s["log_check"]
+    print(
+        f"{engine:<9} {level:>3} {s['commits_per_s']:>10.1f} {s['commits']:>8}"
+        f" {lat['p50_ms']:>8.1f} {lat['p99_ms']:>8.1f} {s['failed']:>7} {s['lost']:>5}"
+        f" {check['duplicated']:>5} {'yes' if check['versions_contiguous'] else 'NO':>10}",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--seconds", type=float, default=10.0, help="per level and engine")
+    parser.add_argument(
+        "--peer-no-checkpoint",
+        action="store_true",
+        help="turn off delta-rs's post-commit checkpoint hook (default: delta-rs defaults)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the tables written")
+    parser.add_argument("--no-write", action="store_true", help="do not write the result file")
+    ns = parser.parse_args(argv)
+
+    root = tempfile.mkdtemp(prefix="deltaray-bench-throughput-")
+    budget = len(ns.levels) * (ns.seconds + 120) + 120
+    try:
+        print(f"ours: {ns.levels} writers x {ns.seconds:g} s ...", flush=True)
+        ours_m = measure_once(
+            "benchmarks.commit_throughput:ours_run",
+            (root, ns.levels, ns.seconds),
+            setup="benchmarks.commit_throughput:ours_setup",
+            timeout_s=budget,
+        )
+        print(f"delta-rs: {ns.levels} writers x {ns.seconds:g} s ...", flush=True)
+        peer_m = measure_once(
+            "benchmarks.commit_throughput:peer_run",
+            (root, ns.levels, ns.seconds, not ns.peer_no_checkpoint),
+            setup="benchmarks.commit_throughput:peer_setup",
+            timeout_s=budget,
+        )
+    finally:
+        if not ns.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    ours: dict[str, Any] = ours_m.result
+    peer: dict[str, Any] = peer_m.result
+
+    print()
+    print(
+        f"{'engine':<9} {'N':>3} {'commits/s':>10} {'commits':>8} {'p50 ms':>8} {'p99 ms':>8}"
+        f" {'failed':>7} {'lost':>5} {'dup':>5} {'contiguous':>10}"
+    )
+    for level in map(str, ns.levels):
+        _print_level("deltaray", level, ours[level])
+        _print_level("delta-rs", level, peer[level])
+    key = str(GOAL_LEVEL) if str(GOAL_LEVEL) in ours else str(max(ns.levels))
+    o, p = ours[key], peer[key]
+    ratio = print_ratio(
+        f"{NAME} @ {key} writers",
+        ours=o["commits_per_s"],
+        peer=p["commits_per_s"],
+        unit="commits/s",
+        goal=GOAL_RATIO,
+        higher_is_better=True,
+    )
+    sound = all(
+        ours[level]["failed"] == 0
+        and ours[level]["lost"] == 0
+        and ours[level]["log_check"]["duplicated"] == 0
+        and ours[level]["log_check"]["versions_contiguous"]
+        for level in ours
+    )
+    goal_met = ratio >= GOAL_RATIO and o["failed"] == 0 and o["lost"] == 0 and sound
+    print(
+        f"goal (>= {GOAL_RATIO:g}x at {key} writers, 0 failed, 0 lost): "
+        f"{'MET' if goal_met else 'NOT MET'}"
+    )
+    if ns.no_write:
+        return 0 if sound else 1
+    path = write_result(
+        NAME,
+        {
+            "unit": "commits/s",
+            "ours": o["commits_per_s"],
+            "peer": p["commits_per_s"],
+            "ratio": ratio,
+            "higher_is_better": True,
+            "statistic": f"acknowledged commits/s at {key} concurrent writer processes",
+            "goal": f"ours >= {GOAL_RATIO:g}x delta-rs commits/s at {GOAL_LEVEL} writers,"
+            " 0 failed, 0 lost",
+            "goal_ratio": GOAL_RATIO,
+            "goal_met": goal_met,
+            "peer_name": "deltalake (delta-rs) update_incremental + create_write_transaction"
+            + (" (checkpoint hook off)" if ns.peer_no_checkpoint else " (default hooks)"),
+            "seconds_per_level": ns.seconds,
+            "levels": {
+                level: {"ours": ours[level], "peer": peer[level]} for level in map(str, ns.levels)
+            },
+            "peak_rss_mb": {"ours_driver": ours_m.peak_rss_mb, "peer_driver": peer_m.peak_rss_mb},
+            "import_s": {"ours": ours_m.setup_seconds, "peer": peer_m.setup_seconds},
+            "wall_s": {"ours": ours_m.seconds, "peer": peer_m.seconds},
+        },
+    )
+    print(f"wrote {path}")
+    return 0 if sound else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
