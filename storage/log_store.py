@@ -192,13 +192,19 @@ class LocalLogStore(LogStore):
         except FileNotFoundError:
             return []
         for entry in entries:
-            if not entry.is_file():
+            if entry.name.startswith("."):  # our own (and others') temp files
                 continue
-            stat = entry.stat()
+            name = prefix + entry.name
+            if parse_log_file_name(name) is None:
+                continue
+            try:
+                if not entry.is_file():
+                    continue
+                stat = entry.stat()
+            except FileNotFoundError:  # removed while we listed (cleanup, a temp file)
+                continue
             parsed = parse_log_file_name(
-                prefix + entry.name,
-                size=stat.st_size,
-                modification_time=int(stat.st_mtime * 1000),
+                name, size=stat.st_size, modification_time=int(stat.st_mtime * 1000)
             )
             if parsed is not None:
                 files.append(parsed)
