@@ -219,26 +219,39 @@ class Table:
             return load_snapshot(
                 self.uri, version=version, timestamp=timestamp, storage_options=self.storage_options
             )
-        since = self._cached.version if self._cached is not None else -1
+        cached = self._cached  # one read: other threads may share this handle
+        since = cached.version if cached is not None else -1
         latest, commits = self._call("tail", since)
         if latest < 0:
             raise TableNotFoundError(f"no Delta table at {self.uri}")
-        if self._cached is None or commits is None:
-            self._cached = load_snapshot(self.uri, storage_options=self.storage_options)
-            if self._cached.version < latest:
+        if cached is None or commits is None:
+            fresh = load_snapshot(self.uri, storage_options=self.storage_options)
+            self._keep(fresh)
+            if fresh.version < latest:
                 return self.snapshot()
-            return self._cached
+            return fresh
         if commits:
-            state = apply_commits(self._cached.state, commits)
-            stamp = _commit_timestamp(commits[-1][1], self._cached.timestamp)
-            self._cached = replace(self._cached, state=state, log_segment=None, timestamp=stamp)
-        return self._cached
+            state = apply_commits(cached.state, commits)
+            stamp = _commit_timestamp(commits[-1][1], cached.timestamp)
+            cached = replace(cached, state=state, log_segment=None, timestamp=stamp)
+            self._keep(cached)
+        return cached
+
+    def _keep(self, snapshot: Snapshot) -> None:
+        current = self._cached
+        if current is None or current.version < snapshot.version:
+            self._cached = snapshot
 
     def transaction(
-        self, *, isolation_level: IsolationLevel | str = IsolationLevel.WRITE_SERIALIZABLE
+        self,
+        *,
+        isolation_level: IsolationLevel | str = IsolationLevel.WRITE_SERIALIZABLE,
+        snapshot: Snapshot | None = None,
     ) -> Transaction:
-        """A new transaction reading the latest version."""
-        head = self.head()
+        """A new transaction reading the latest version, or ``snapshot``'s version
+        (pass the snapshot the transaction chose its files from, so that what it
+        read and its read version agree)."""
+        head = snapshot.state.head() if snapshot is not None else self.head()
         if head.version < 0:
             raise TableNotFoundError(f"no Delta table at {self.uri}")
         return Transaction(self, head, isolation_level=IsolationLevel(isolation_level))
@@ -276,6 +289,8 @@ class Transaction:
         self._actions: list[Action] = []
         self.txn_id = str(uuid.uuid4())
         self.committed_version: int | None = None
+        self.committed: CommitCommitted | None = None
+        """The actor's reply once committed (``attempts``, ``rebased_over``...)."""
 
     @property
     def metadata(self) -> Metadata:
@@ -302,7 +317,7 @@ class Transaction:
         """Record files whose content this transaction read."""
         for item in paths:
             if isinstance(item, AddFile):
-                self._files_read.append(FileRef(path=item.path, dv_id=item.dv_unique_id))
+                self._files_read.append(FileRef.of(item))
             else:
                 self._files_read.append(FileRef(path=item, dv_id=None))
         return self
@@ -451,5 +466,6 @@ class Transaction:
         """
         request = self.request(operation=operation, operation_parameters=operation_parameters)
         reply = self.table._call("commit", request)
-        self.committed_version = Table._check(reply)
+        self.committed = reply.raise_if_conflict()
+        self.committed_version = self.committed.version
         return self.committed_version

@@ -48,6 +48,8 @@ from protocol.actions import (
 )
 from protocol.commit_rules import validate_commit
 from protocol.conflicts import (
+    ICT_ENABLEMENT_TIMESTAMP,
+    ICT_ENABLEMENT_VERSION,
     ROW_TRACKING_DOMAIN,
     WinningCommit,
     check_conflicts,
@@ -107,6 +109,15 @@ def _commit_info_of(actions: Sequence[Action]) -> CommitInfo | None:
         if isinstance(action, CommitInfo):
             return action
     return None
+
+
+def _from_log(version: int, actions: Sequence[Action]) -> CommittedVersion:
+    """A commit read back from the log, outside the window. Its ``txnId`` is kept:
+    a retry of a commit older than the window must still find it (exactly once)."""
+    info = _commit_info_of(actions)
+    ict = info.in_commit_timestamp if info else None
+    stamp = ict if ict is not None else (info.timestamp if info and info.timestamp else 0)
+    return CommittedVersion(version, tuple(actions), info.txn_id if info else None, ict, stamp)
 
 
 class CommitCoordinator:
@@ -275,10 +286,7 @@ class CommitCoordinator:
             raise VersionNotFoundError(
                 f"read version {read_version} is older than the retained log of {self.table_uri}"
             ) from exc
-        return [
-            CommittedVersion(v, tuple(parse_actions(b)), None, None, 0)
-            for v, b in zip(needed, blobs, strict=True)
-        ]
+        return [_from_log(v, parse_actions(b)) for v, b in zip(needed, blobs, strict=True)]
 
     # --- committing ---------------------------------------------------------------
 
@@ -380,6 +388,12 @@ class CommitCoordinator:
                     f"read version {read_version} is newer than the table's {self.version}"
                 )
         read_config = self._read_configuration(read_version)
+        # The request must be valid on the table it read. A winner that makes it
+        # invalid (a protocol or metadata change) is a conflict, and check_conflicts
+        # reports it as one before the request is judged against the latest table.
+        validate_commit(
+            list(request.actions), is_create=False, table_configuration=read_config, final=False
+        )
         attempts = 0
         while True:
             attempts += 1
@@ -387,21 +401,27 @@ class CommitCoordinator:
             for winner in winners:
                 if winner.txn_id == request.txn_id:
                     return self._already(request, winner.version)
+            winning = [w.winning_commit for w in winners]
+            check_conflicts(
+                request.read_set, list(request.actions), winning, read_configuration=read_config
+            )
             after = validate_commit(
                 list(request.actions),
                 is_create=False,
                 table_configuration=self.table_configuration,
                 final=False,
             )
-            winning = [w.winning_commit for w in winners]
-            check_conflicts(
-                request.read_set, list(request.actions), winning, read_configuration=read_config
-            )
             version = self.version + 1
             now = int(time.time() * 1000)
             provenance = self._commit_info(request, version, now)
+            own: list[Action] = [a for a in request.actions if not isinstance(a, CommitInfo)]
+            if (
+                after.in_commit_timestamps_enabled
+                and not self.table_configuration.in_commit_timestamps_enabled
+            ):
+                own = _with_ict_enablement(own, version)
             actions = rebase(
-                [provenance, *[a for a in request.actions if not isinstance(a, CommitInfo)]],
+                [provenance, *own],
                 winning,
                 new_version=version,
                 state_high_water_mark=self._high_water_mark(),
@@ -461,6 +481,22 @@ class CommitCoordinator:
                     self.table_uri, version, entry.timestamp, entry.actions
                 )
         raise VersionNotFoundError(f"version {version} is not in the coordinator's window")
+
+
+def _with_ict_enablement(actions: Sequence[Action], version: int) -> list[Action]:
+    """Record where In-Commit Timestamps start when a commit turns them on for a
+    table with earlier commits (PROTOCOL.md, "Writer Requirements for In-Commit
+    Timestamps", 4): ``rebase`` then stamps the enablement version and timestamp
+    with the commit's final version and in-commit timestamp."""
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, Metadata) and ICT_ENABLEMENT_VERSION not in action.configuration:
+            configuration = dict(action.configuration)
+            configuration[ICT_ENABLEMENT_VERSION] = str(version)
+            configuration[ICT_ENABLEMENT_TIMESTAMP] = "0"  # replaced by rebase
+            action = action.model_copy(update={"configuration": configuration})
+        out.append(action)
+    return out
 
 
 def new_txn_id() -> str:
