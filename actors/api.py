@@ -256,6 +256,30 @@ class Table:
             raise TableNotFoundError(f"no Delta table at {self.uri}")
         return Transaction(self, head, isolation_level=IsolationLevel(isolation_level))
 
+    def append(
+        self,
+        *files: AddFile,
+        operation: str = "WRITE",
+        operation_parameters: Mapping[str, Any] | None = None,
+        txn_id: str | None = None,
+    ) -> int:
+        """Blind-append ``files`` in one commit; return the version won.
+
+        A blind append reads nothing of the table, so it needs no read version:
+        the actor checks it against the table as it is at commit time (schema,
+        partition columns, ``appendOnly``...), in one round trip. Pass the same
+        ``txn_id`` again after a lost reply to get the same version back.
+        """
+        request = CommitRequest(
+            txn_id=txn_id or str(uuid.uuid4()),
+            read_set=ReadSet(read_version=None),
+            actions=tuple(files),
+            operation=operation,
+            operation_parameters={"mode": "Append", **dict(operation_parameters or {})},
+            commit_time_ms=int(time.time() * 1000),
+        )
+        return Table._check(self._call("commit", request))
+
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         return load_history(self.uri, limit=limit, storage_options=self.storage_options)
 

@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import islice
 from typing import Any
 
 from actors.faults import crash_point
@@ -142,6 +143,7 @@ class CommitCoordinator:
         self._last_ict: int | None = None
         self._last_timestamp = 0
         self._config_cache: TableConfiguration | None = None
+        self._older_configs: dict[tuple[int, int], TableConfiguration] = {}
         self.reload()
 
     # --- state ------------------------------------------------------------------
@@ -276,6 +278,11 @@ class CommitCoordinator:
         if read_version >= self.version:
             return []
         if self._window and self._window[0].version <= read_version + 1:
+            first = self._window_entry(read_version + 1)
+            if first is not None:
+                start = first.version - self._window[0].version
+                if self._window[start] is first:
+                    return list(islice(self._window, start, None))
             return [c for c in self._window if c.version > read_version]
         # Older than the window: read the missing range from the log.
         needed = range(read_version + 1, self.version + 1)
@@ -346,13 +353,37 @@ class CommitCoordinator:
                 return entry.version
         return None
 
+    def _configuration_of(self, protocol: Protocol, metadata: Metadata) -> TableConfiguration:
+        """A TableConfiguration per (protocol, metadata) pair, built once."""
+        latest = self.table_configuration
+        if latest.protocol is protocol and latest.metadata is metadata:
+            return latest
+        key = (id(protocol), id(metadata))
+        cached = self._older_configs.get(key)
+        if cached is None or cached.protocol is not protocol or cached.metadata is not metadata:
+            cached = TableConfiguration(protocol, metadata)
+            if len(self._older_configs) > 16:
+                self._older_configs.clear()
+            self._older_configs[key] = cached
+        return cached
+
+    def _window_entry(self, version: int) -> CommittedVersion | None:
+        if not self._window:
+            return None
+        index = version - self._window[0].version
+        if 0 <= index < len(self._window):
+            entry = self._window[index]
+            if entry.version == version:  # the window is contiguous unless the log had gaps
+                return entry
+        return next((e for e in self._window if e.version == version), None)
+
     def _read_configuration(self, read_version: int) -> TableConfiguration:
         """The table's protocol and metadata as of ``read_version``."""
         if read_version == self.version:
             return self.table_configuration
-        for entry in self._window:
-            if entry.version == read_version and entry.protocol and entry.metadata:
-                return TableConfiguration(entry.protocol, entry.metadata)
+        entry = self._window_entry(read_version)
+        if entry is not None and entry.protocol and entry.metadata:
+            return self._configuration_of(entry.protocol, entry.metadata)
         snapshot = load_snapshot_from_store(self.table_uri, self.store, version=read_version)
         return snapshot.table_configuration
 
@@ -381,6 +412,8 @@ class CommitCoordinator:
             if not self.exists:
                 raise TableNotFoundError(f"no Delta table at {self.table_uri}")
         read_version = request.read_set.read_version
+        if read_version is None:  # a blind append, judged against the latest table
+            read_version = self.version
         if read_version > self.version:
             self.catch_up()
             if read_version > self.version:
@@ -391,7 +424,7 @@ class CommitCoordinator:
         # The request must be valid on the table it read. A winner that makes it
         # invalid (a protocol or metadata change) is a conflict, and check_conflicts
         # reports it as one before the request is judged against the latest table.
-        validate_commit(
+        after_read = validate_commit(
             list(request.actions), is_create=False, table_configuration=read_config, final=False
         )
         attempts = 0
@@ -405,11 +438,13 @@ class CommitCoordinator:
             check_conflicts(
                 request.read_set, list(request.actions), winning, read_configuration=read_config
             )
-            after = validate_commit(
-                list(request.actions),
-                is_create=False,
-                table_configuration=self.table_configuration,
-                final=False,
+            latest = self.table_configuration
+            after = (
+                validate_commit(
+                    list(request.actions), is_create=False, table_configuration=latest, final=False
+                )
+                if latest is not read_config
+                else after_read
             )
             version = self.version + 1
             now = int(time.time() * 1000)
@@ -432,8 +467,9 @@ class CommitCoordinator:
                 if self._last_ict is not None
                 else self._last_timestamp,
             )
-            validate_commit(actions, is_create=False, table_configuration=self.table_configuration)
-            # (validated twice: the request as sent, and as it will be written)
+            if after.in_commit_timestamps_enabled or after.is_feature_supported("rowTracking"):
+                # what rebase stamped (commitInfo first with its ICT, row ids)
+                validate_commit(actions, is_create=False, table_configuration=latest)
             crash_point("before_put")
             try:
                 self.store.put_if_absent(commit_name(version), serialize_actions(actions))
@@ -469,7 +505,7 @@ class CommitCoordinator:
                 "engineInfo": request.engine_info or "deltaray",
             }
         )
-        if version > 0:
+        if version > 0 and request.read_set.read_version is not None:
             body["readVersion"] = request.read_set.read_version
         return CommitInfo.model_validate(body)
 

@@ -31,7 +31,14 @@ import enum
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from protocol import errors
 from protocol.actions import (
@@ -97,10 +104,13 @@ class ReadSet(_Event):
     - ``app_ids_read``: ``txn`` app ids whose versions it looked at;
     - ``domains_read``: metadata domains whose configuration it looked at.
 
-    A read set with none of these read nothing (a blind append).
+    A read set with none of these read nothing (a blind append). Such a
+    transaction may leave ``read_version`` None: it is then checked against
+    the table as it is when the coordinator commits it (it depends on no
+    earlier state, so there is nothing to be concurrent with).
     """
 
-    read_version: int = Field(ge=-1)
+    read_version: int | None = Field(ge=-1)
     predicates: tuple[Predicate, ...] = ()
     files_read: tuple[FileRef, ...] = ()
     read_whole_table: bool = False
@@ -122,6 +132,12 @@ class ReadSet(_Event):
         return cls(
             read_version=read_version, read_whole_table=True, isolation_level=isolation_level
         )
+
+    @model_validator(mode="after")
+    def _latest_only_for_blind(self) -> ReadSet:
+        if self.read_version is None and not self.read_nothing:
+            raise ValueError("a transaction that read something must name its read version")
+        return self
 
     @property
     def read_nothing(self) -> bool:

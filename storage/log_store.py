@@ -146,9 +146,12 @@ class LocalLogStore(LogStore):
 
     def _write_temp(self, target: str, data: bytes) -> str:
         directory = os.path.dirname(target)
-        os.makedirs(directory, exist_ok=True)
         temp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:  # first file of a new table or a new subdirectory
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
             while view:
