@@ -12,7 +12,10 @@ Invariants:
   flight; the coordinator's ``txnId`` check makes the retry exactly-once.
 - After each commit it publishes a :class:`~protocol.events.CommitPublished`
   to subscribers, fire-and-forget: a slow or dead subscriber never delays or
-  fails a commit.
+  fails a commit. Delivery is at least once: subscriptions are kept in the
+  cluster's GCS key-value store, so a restarted actor still has them, and a
+  retried call answered from the log (its first reply was lost with the
+  process) publishes its version again. Subscribers must be idempotent.
 - It takes no CPU slot (``num_cpus=0``): a table actor is mostly I/O and
   must not starve the tasks that do the heavy work.
 """
@@ -26,6 +29,7 @@ import ray
 
 from actors.coordinator import CommitCoordinator
 from protocol.actions import Action
+from protocol.errors import VersionNotFoundError
 from protocol.events import CommitCommitted, CommitReply, CommitRequest
 from protocol.reconciliation import TableHead, TableState
 
@@ -43,7 +47,7 @@ class TableActor:
 
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         self._coordinator = CommitCoordinator(table_uri, storage_options=storage_options)
-        self._subscribers: dict[str, Any] = {}
+        self._subscribers: dict[str, Any] = _load_subscribers(table_uri)
 
     def ping(self) -> int:
         return self._coordinator.version
@@ -88,17 +92,53 @@ class TableActor:
     def subscribe(self, name: str, handle: Any) -> None:
         """``handle.on_commit.remote(event)`` is called after every commit."""
         self._subscribers[name] = handle
+        _save_subscribers(self._coordinator.table_uri, self._subscribers)
 
     def unsubscribe(self, name: str) -> None:
         self._subscribers.pop(name, None)
+        _save_subscribers(self._coordinator.table_uri, self._subscribers)
 
     def _publish(self, reply: CommitReply) -> None:
-        if not isinstance(reply, CommitCommitted) or reply.attempts == 0:
+        if not isinstance(reply, CommitCommitted) or not self._subscribers:
             return
-        event = self._coordinator.published_event(reply.version)
+        if not self._coordinator.should_publish(reply):
+            return
+        try:
+            event = self._coordinator.published_event(reply.version)
+        except VersionNotFoundError:  # an old retry answered from the log: long published
+            return
         for name, handle in list(self._subscribers.items()):
             try:
                 handle.on_commit.remote(event)
             except Exception:  # a dead subscriber must never fail a commit
                 logger.warning("dropping subscriber %s", name, exc_info=True)
                 self._subscribers.pop(name, None)
+                _save_subscribers(self._coordinator.table_uri, self._subscribers)
+
+
+def _subscribers_key(table_uri: str) -> bytes:
+    return f"subscribers:{table_uri}".encode()
+
+
+def _load_subscribers(table_uri: str) -> dict[str, Any]:
+    """Subscriptions a previous incarnation of this table's actor saved."""
+    from ray import cloudpickle
+    from ray.experimental import internal_kv
+
+    data = internal_kv._internal_kv_get(_subscribers_key(table_uri), namespace=NAMESPACE)
+    if not data:
+        return {}
+    try:
+        loaded: dict[str, Any] = cloudpickle.loads(data)
+    except Exception:  # a subscriber's class is gone: start without it
+        logger.warning("could not restore subscribers of %s", table_uri, exc_info=True)
+        return {}
+    return loaded
+
+
+def _save_subscribers(table_uri: str, subscribers: dict[str, Any]) -> None:
+    from ray import cloudpickle
+    from ray.experimental import internal_kv
+
+    data: bytes = cloudpickle.dumps(subscribers)  # type: ignore[no-untyped-call]
+    internal_kv._internal_kv_put(_subscribers_key(table_uri), data, namespace=NAMESPACE)

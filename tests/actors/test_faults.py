@@ -248,11 +248,30 @@ class _Collector:
         return self.versions
 
 
+def test_a_restarted_actor_keeps_its_subscribers_and_publishes_a_retried_commit(
+    faulty_table: FaultyTable, make_add: MakeAdd, ray_cluster: Any
+) -> None:
+    """Subscriptions live in the GCS key-value store, and a commit whose reply
+    died with the process is published when its retry is answered."""
+    ft = faulty_table
+    collector = ray_cluster.remote(num_cpus=0)(_Collector).remote()
+    ray_cluster.get(ft.handle.subscribe.remote("collector", collector))
+    ft.arm("after_put")
+    acknowledge_some(ft, make_add, 2)  # v1 (crash after its put, retried), v2
+    assert ft.armed() == []  # the crash did happen
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if ray_cluster.get(collector.seen.remote())[-1:] == [2]:
+            break
+        time.sleep(0.05)
+    assert ray_cluster.get(collector.seen.remote()) == [1, 2]
+
+
 @pytest.mark.xfail(
-    strict=True,
-    reason="subscriptions live only in the actor's memory (a restarted TableActor has "
-    "none), events still queued when the process dies are lost (fire-and-forget), and "
-    "the commit whose reply was lost is never published (attempts == 0)",
+    strict=False,
+    reason="exactly-once delivery is not guaranteed: an event submitted just before the "
+    "process dies can be lost (Ray submits actor calls asynchronously and deltaray does "
+    "not track subscriber acks yet), so v1 may be missing; whether it is depends on timing",
 )
 def test_subscribers_still_hear_of_commits_after_a_restart(
     faulty_table: FaultyTable, make_add: MakeAdd, ray_cluster: Any
