@@ -6,9 +6,11 @@ and a later checkpoint can keep every shard no commit touched since.
 
 Invariants:
 - The shard of a file action depends on its logical-file key
-  ``(path, deletionVector.uniqueId)`` and ``num_shards`` only, through
-  :func:`stable_hash64` (64-bit FNV-1a over the UTF-8 key, then the
-  murmur3 64-bit finaliser): the same in every process, Python and pyarrow
+  ``(path, deletionVector.uniqueId)``, ``num_shards`` and the named shard
+  hash only: :data:`SHARD_HASH` (``words64-fmix64``, :func:`words_hash64`,
+  8 bytes per step, used for new sidecars) or :data:`SHARD_HASH_FNV`
+  (``fnv1a64-fmix64``, :func:`stable_hash64`, one byte per step, written by
+  earlier versions). Both are the same in every process, Python and pyarrow
   version. Python's ``hash()`` (salted per process) is never used.
 - The key string hashed is the path when the action has no deletion vector,
   else ``path + "\\x00" + uniqueId``; :func:`key_strings` (vectorized) and
@@ -16,9 +18,10 @@ Invariants:
 - An add and a remove of the same key land in the same shard, so a shard
   holds every reference to its logical files.
 - A sidecar written for shard ``s`` of ``n`` records ``s``, ``n``, the hash
-  name, the file-action layout and its counts in its ``tags``
-  (:func:`shard_tags`); :func:`reusable_sidecars` keeps a previous sidecar
-  only if all of them still match and no key of the shard was touched since.
+  name (a sidecar is only located by the hash that wrote it), the
+  file-action layout and its counts in its ``tags`` (:func:`shard_tags`);
+  :func:`reusable_sidecars` keeps a previous sidecar only if all of them
+  still match and no key of the shard was touched since.
 - Checkpoints carry no ``commitInfo`` / ``cdc``; removed ``domainMetadata``
   tombstones are dropped (a checkpoint is a complete replay, so there is no
   earlier domain action for them to suppress).
@@ -48,8 +51,12 @@ from protocol.table_configuration import TableConfiguration
 
 DEFAULT_TARGET_ACTIONS_PER_SIDECAR = 50_000
 
-SHARD_HASH = "fnv1a64-fmix64"
-"""Name of the shard function, recorded in sidecar tags."""
+SHARD_HASH_FNV = "fnv1a64-fmix64"
+"""FNV-1a 64 then fmix64 (:func:`stable_hash64`)."""
+SHARD_HASH_WORDS = "words64-fmix64"
+"""Word-at-a-time multiply-xorshift then fmix64 (:func:`words_hash64`)."""
+SHARD_HASH = SHARD_HASH_WORDS
+"""Name of the shard function new sidecars are written with, recorded in their tags."""
 
 TAG_SHARD = "deltaray.shard"
 TAG_NUM_SHARDS = "deltaray.numShards"
@@ -159,52 +166,148 @@ def stable_hash64(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return mixed.take(pc.array_sort_indices(order))
 
 
-def shard_of(keys: pa.Array | pa.ChunkedArray, num_shards: int) -> pa.Array:
+_WORDS_SEED = 0x9E3779B97F4A7C15
+_WORDS_LENGTH = pa.scalar(0xC2B2AE3D27D4EB4F, _U64)
+_WORDS_MULTIPLIER = pa.scalar(0x9FB21C651E98DF25, _U64)
+_SHIFT_29 = pa.scalar(29, _U64)
+
+
+def _words_hash_uniform(values: pa.Array, lengths: pa.Array, num_words: int) -> pa.Array:
+    """:func:`words_hash64` of non-null strings that all span ``num_words`` words."""
+    padded = pc.ascii_rpad(values, width=8 * num_words, padding="\x00")  # pads bytes
+    n = len(padded)
+    _, offsets_buffer, data_buffer = padded.buffers()
+    offsets = pa.Array.from_buffers(pa.int64(), n + 1, [None, offsets_buffer], offset=padded.offset)
+    first = offsets[0].as_py()
+    hashes = pc.bit_wise_xor(
+        pa.scalar(_WORDS_SEED, _U64), pc.multiply(lengths.cast(_U64), _WORDS_LENGTH)
+    )
+    if num_words:
+        # every value is exactly num_words aligned words, one after another
+        words = pa.Array.from_buffers(_U64, n * num_words, [None, data_buffer], offset=first // 8)
+        starts = pc.shift_right(offsets.slice(0, n), pa.scalar(3, pa.int64()))
+        starts = pc.subtract(starts, pa.scalar(first // 8, pa.int64()))
+        for j in range(num_words):
+            word = words.take(pc.add(starts, pa.scalar(j, pa.int64())))
+            hashes = pc.multiply(pc.bit_wise_xor(hashes, word), _WORDS_MULTIPLIER)
+            hashes = pc.bit_wise_xor(hashes, pc.shift_right(hashes, _SHIFT_29))
+    return _fmix64(hashes)
+
+
+def words_hash64(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The ``words64-fmix64`` hash of each UTF-8 string (``uint64``; nulls hash like "").
+
+    Definition: the value's ``n`` UTF-8 bytes are zero-padded to ``k =
+    ceil(n / 8)`` little-endian 64-bit words ``w_0 .. w_{k-1}``; ``h =
+    0x9E3779B97F4A7C15 ^ (n * 0xC2B2AE3D27D4EB4F)``; for each word ``h = (h ^
+    w) * 0x9FB21C651E98DF25; h ^= h >> 29``; the result is murmur3's
+    ``fmix64(h)`` (all arithmetic modulo 2**64). Eight bytes per step, so
+    about 5x faster than :func:`stable_hash64` over Arrow compute.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    n = len(values)
+    if n == 0:
+        return pa.array([], type=_U64)
+    values = pc.fill_null(values.cast(pa.large_string()), "")
+    lengths = pc.binary_length(values)
+    num_words = pc.shift_right(pc.add(lengths, pa.scalar(7, pa.int64())), 3)
+    counts = pc.value_counts(num_words)
+    sizes = counts.field("values").to_pylist()
+    if len(sizes) == 1:
+        return _words_hash_uniform(values, lengths, sizes[0])
+    # one pass per distinct word count, so padding never blows up short values
+    positions: list[pa.Array] = []
+    parts: list[pa.Array] = []
+    for size in sizes:
+        where = pc.indices_nonzero(pc.equal(num_words, pa.scalar(size, pa.int64())))
+        positions.append(where)
+        parts.append(_words_hash_uniform(values.take(where), lengths.take(where), size))
+    merged = pa.concat_arrays(parts)
+    return merged.take(pc.array_sort_indices(pa.concat_arrays(positions)))
+
+
+_SHARD_HASHES = {SHARD_HASH_FNV: stable_hash64, SHARD_HASH_WORDS: words_hash64}
+
+
+def shard_hash(keys: pa.Array | pa.ChunkedArray, hash_name: str = SHARD_HASH) -> pa.Array:
+    """The named shard hash (``uint64``) of each key string."""
+    try:
+        function = _SHARD_HASHES[hash_name]
+    except KeyError:
+        raise ValueError(f"unknown shard hash {hash_name!r}") from None
+    return function(keys)
+
+
+def shard_of(
+    keys: pa.Array | pa.ChunkedArray, num_shards: int, *, hash_name: str = SHARD_HASH
+) -> pa.Array:
     """Shard (``int32`` in ``[0, num_shards)``) of each key string (see :func:`key_strings`)."""
     if num_shards < 1:
         raise ValueError(f"num_shards must be >= 1, got {num_shards}")
-    shards = pc.modulo(stable_hash64(keys), pa.scalar(num_shards, _U64))
+    shards = pc.modulo(shard_hash(keys, hash_name), pa.scalar(num_shards, _U64))
     return shards.cast(pa.int32())
 
 
-def shards_of_keys(keys: Iterable[FileKey], num_shards: int) -> set[int]:
+def shards_of_keys(
+    keys: Iterable[FileKey], num_shards: int, *, hash_name: str = SHARD_HASH
+) -> set[int]:
     """The shards a set of logical-file keys fall in."""
     strings = pa.array([key_string(k) for k in keys], type=pa.string())
-    return set(shard_of(strings, num_shards).to_pylist())
+    return set(shard_of(strings, num_shards, hash_name=hash_name).to_pylist())
 
 
-def shards_of_table(table: pa.Table, num_shards: int) -> pa.Array:
+def shards_of_table(table: pa.Table, num_shards: int, *, hash_name: str = SHARD_HASH) -> pa.Array:
     """Shard of every row of a canonical ``add``/``remove`` table."""
-    return shard_of(key_strings(table), num_shards)
+    return shard_of(key_strings(table), num_shards, hash_name=hash_name)
 
 
-def split_by_shard(table: pa.Table, num_shards: int) -> list[pa.Table]:
+def split_by_shard(
+    table: pa.Table, num_shards: int, *, hash_name: str = SHARD_HASH
+) -> list[pa.Table]:
     """``table`` cut into ``num_shards`` tables; rows keep their relative order."""
     if table.num_rows == 0:
         return [table.slice(0, 0) for _ in range(num_shards)]
-    shards = shards_of_table(table, num_shards)
-    ordered = table.take(pc.array_sort_indices(shards))  # a stable sort
+    return split_by_shard_ids(
+        table, shards_of_table(table, num_shards, hash_name=hash_name), num_shards
+    )
+
+
+def split_by_shard_ids(table: pa.Table, shards: pa.Array, num_shards: int) -> list[pa.Table]:
+    """``table`` cut by precomputed shard ids (one per row); rows keep their order.
+
+    Each part owns compact buffers (a ``take``, not a slice of one sorted
+    table), so shipping one part to another process ships that part only:
+    pickling a slice carries its parent's whole buffers.
+    """
+    if table.num_rows == 0:
+        return [table.slice(0, 0) for _ in range(num_shards)]
+    order = pc.array_sort_indices(shards)  # a stable sort
     tally = pc.value_counts(shards)
     sizes = dict(
         zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist(), strict=True)
     )
+    # a table of single-chunk columns takes ~3x faster than one of chunked columns
+    table = table.combine_chunks()
     out = []
     start = 0
     for shard in range(num_shards):
         size = sizes.get(shard, 0)
-        out.append(ordered.slice(start, size))
+        out.append(table.take(order.slice(start, size)) if size else table.slice(0, 0))
         start += size
     return out
 
 
-def select_shard(table: pa.Table, shard: int, num_shards: int) -> pa.Table:
+def select_shard(
+    table: pa.Table, shard: int, num_shards: int, *, hash_name: str = SHARD_HASH
+) -> pa.Table:
     """The rows of ``table`` in ``shard`` (what one parallel task writes)."""
     if not 0 <= shard < num_shards:
         raise ValueError(f"shard must be in [0, {num_shards}), got {shard}")
     if table.num_rows == 0:
         return table
-    mask = pc.equal(shards_of_table(table, num_shards), pa.scalar(shard, pa.int32()))
-    return table.filter(mask)
+    shards = shards_of_table(table, num_shards, hash_name=hash_name)
+    return table.filter(pc.equal(shards, pa.scalar(shard, pa.int32())))
 
 
 def choose_num_shards(
@@ -302,12 +405,13 @@ def shard_tags(
     layout: str,
     adds: pa.Table,
     removes: pa.Table,
+    hash_name: str = SHARD_HASH,
 ) -> dict[str, str | None]:
     """The ``tags`` of the sidecar holding ``shard``'s ``adds`` and ``removes``."""
     tags: dict[str, str | None] = {
         TAG_SHARD: str(shard),
         TAG_NUM_SHARDS: str(num_shards),
-        TAG_SHARD_HASH: SHARD_HASH,
+        TAG_SHARD_HASH: hash_name,
         TAG_LAYOUT: layout,
         TAG_NUM_ADDS: str(adds.num_rows),
         TAG_NUM_REMOVES: str(removes.num_rows),
@@ -337,10 +441,11 @@ def sidecar_counts(sidecar: Sidecar) -> tuple[int, int] | None:
     return adds, removes
 
 
-def sidecar_shard(sidecar: Sidecar) -> tuple[int, int] | None:
-    """``(shard, num_shards)`` of a sidecar written by :func:`shard_tags`, else None."""
+def sidecar_shard(sidecar: Sidecar, *, hash_name: str = SHARD_HASH) -> tuple[int, int] | None:
+    """``(shard, num_shards)`` of a sidecar written by :func:`shard_tags` with the
+    shard hash ``hash_name``, else None."""
     tags = sidecar.tags or {}
-    if tags.get(TAG_SHARD_HASH) != SHARD_HASH:
+    if tags.get(TAG_SHARD_HASH) != hash_name:
         return None
     shard, num_shards = _int_tag(tags, TAG_SHARD), _int_tag(tags, TAG_NUM_SHARDS)
     if shard is None or num_shards is None or not 0 <= shard < num_shards:
@@ -365,6 +470,7 @@ def reusable_sidecars(
     num_shards: int,
     layout: str,
     tombstone_cutoff_ms: int,
+    hash_name: str = SHARD_HASH,
 ) -> dict[int, Sidecar]:
     """Shards of a previous V2 checkpoint that the next one can reference as they are.
 
@@ -375,11 +481,11 @@ def reusable_sidecars(
     and none of its tombstones is older than ``tombstone_cutoff_ms`` (those
     must be dropped, so the shard is rewritten). Returns ``{shard: sidecar}``.
     """
-    touched = shards_of_keys(touched_keys, num_shards)
+    touched = shards_of_keys(touched_keys, num_shards, hash_name=hash_name)
     by_shard: dict[int, Sidecar] = {}
     seen: set[int] = set()
     for sidecar in previous:
-        located = sidecar_shard(sidecar)
+        located = sidecar_shard(sidecar, hash_name=hash_name)
         if located is None or located[1] != num_shards:
             continue
         shard = located[0]
