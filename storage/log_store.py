@@ -50,7 +50,8 @@ def split_uri(
     return fs, path.rstrip("/") or "/"
 
 
-def _mtime_ms(info: dict[str, Any]) -> int:
+def mtime_ms(info: dict[str, Any]) -> int:
+    """Modification time in ms from an fsspec ``info`` dict (key names vary by backend)."""
     for key in ("mtime", "LastModified", "last_modified", "created"):
         value = info.get(key)
         if value is None:
@@ -88,7 +89,7 @@ class LogStore:
                 continue
             name = prefix + info["name"].rstrip("/").rsplit("/", 1)[-1]
             parsed = parse_log_file_name(
-                name, size=int(info.get("size") or 0), modification_time=_mtime_ms(info)
+                name, size=int(info.get("size") or 0), modification_time=mtime_ms(info)
             )
             if parsed is not None:
                 files.append(parsed)

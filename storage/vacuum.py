@@ -59,7 +59,7 @@ from protocol.cleanup_rules import (
     resolve_path,
     vacuum_cutoff_timestamp,
 )
-from storage.log_store import LogStore, log_store_for
+from storage.log_store import LogStore, log_store_for, mtime_ms
 from storage.snapshot import Snapshot, load_snapshot_from_store
 
 logger = logging.getLogger(__name__)
@@ -226,17 +226,6 @@ def _list_local(
     return listing, subdirs
 
 
-def _mtime_ms(info: dict[str, Any]) -> int:
-    for key in ("mtime", "LastModified", "last_modified", "created"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if hasattr(value, "timestamp"):
-            return int(value.timestamp() * 1000)
-        return int(float(value) * 1000)
-    return 0
-
-
 def _list_fsspec(
     fs: fsspec.AbstractFileSystem,
     root: str,
@@ -283,7 +272,7 @@ def _list_fsspec(
                     continue
                 paths.append(path)
                 sizes.append(int(info.get("size") or 0))
-                mtimes.append(_mtime_ms(info))
+                mtimes.append(mtime_ms(info))
         if relative:
             listing.dirs.append((relative, 0, kept))  # object stores: no directory times
     listing.files = pa.table(
