@@ -65,7 +65,7 @@ def resolve_uri(uri: str) -> str:
 
 def snapshot_document(uri: str, *, version: int | None, timestamp: str | None) -> dict[str, Any]:
     """The JSON document of ``deltaray snapshot`` (see the module docstring)."""
-    from protocol.file_actions import ADD_TYPE, arrow_to_json
+    from protocol.file_actions import ADD_TYPE, arrow_to_json, file_key
     from storage.snapshot import load_snapshot
 
     snap = load_snapshot(uri, version=version, timestamp=timestamp)
@@ -73,8 +73,6 @@ def snapshot_document(uri: str, *, version: int | None, timestamp: str | None) -
     for row in snap.files.sort_by("path").to_pylist():
         add = arrow_to_json(row, ADD_TYPE)
         descriptor = add.get("deletionVector")
-        from protocol.file_actions import file_key
-
         files.append(
             {
                 "path": add["path"],

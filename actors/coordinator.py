@@ -28,7 +28,6 @@ Invariants:
 from __future__ import annotations
 
 import time
-import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -75,7 +74,6 @@ from protocol.events import (
 )
 from protocol.file_names import commit_name
 from protocol.reconciliation import TableHead, TableState, apply_commits
-from protocol.schema import parse_schema
 from protocol.table_configuration import TableConfiguration
 from storage.log_store import LogStore, log_store_for
 from storage.snapshot import Snapshot, load_snapshot_from_store
@@ -547,11 +545,3 @@ def _with_ict_enablement(actions: Sequence[Action], version: int) -> list[Action
             action = action.model_copy(update={"configuration": configuration})
         out.append(action)
     return out
-
-
-def new_txn_id() -> str:
-    return str(uuid.uuid4())
-
-
-def schema_of(metadata: Metadata) -> Any:
-    return parse_schema(metadata.schema_string or '{"type":"struct","fields":[]}')
