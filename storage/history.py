@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.commit_timestamps import CommitTimestamp, monotonize
 from protocol.file_names import LogFileKind
 from storage.log_reader import first_commit_info
 from storage.log_store import LogStore, log_store_for
-from storage.snapshot import commit_timestamps, load_snapshot_from_store
+from storage.snapshot import load_snapshot_from_store
 
 
 @dataclass(frozen=True)
@@ -38,27 +39,40 @@ class HistoryEntry:
 def history_from_store(
     uri: str, store: LogStore, *, limit: int | None = None
 ) -> list[HistoryEntry]:
+    """Each shown commit is read once: its ``commitInfo`` gives the in-commit
+    timestamp; file times (monotonized over the whole listing) cover the rest."""
     latest = load_snapshot_from_store(uri, store)
+    config = latest.table_configuration
+    enablement = (config.in_commit_timestamp_enablement or (0, 0))[0]
     listing = store.list_from(0)
-    stamps = {
-        c.version: c.timestamp_ms
-        for c in commit_timestamps(store, listing, latest.table_configuration)
-    }
-    commits = [
+    published = [
         f for f in listing if f.kind is LogFileKind.COMMIT and f.require_version() <= latest.version
     ]
-    commits.sort(key=lambda f: f.require_version(), reverse=True)
+    file_times = {
+        c.version: c.timestamp_ms
+        for c in monotonize(
+            [
+                CommitTimestamp(f.require_version(), f.modification_time, "fileModificationTime")
+                for f in published
+            ]
+        )
+    }
+    commits = sorted(published, key=lambda f: f.require_version(), reverse=True)
     if limit is not None:
         commits = commits[:limit]
     entries = []
     for file, data in zip(commits, store.read_many([c.name for c in commits]), strict=True):
         info = first_commit_info(data)
         version = file.require_version()
+        timestamp = file_times[version]
+        ict = info.get("inCommitTimestamp") if info else None
+        if config.in_commit_timestamps_enabled and version >= enablement and isinstance(ict, int):
+            timestamp = ict
         operation = info.get("operation") if info else None
         entries.append(
             HistoryEntry(
                 version=version,
-                timestamp=stamps.get(version, file.modification_time),
+                timestamp=timestamp,
                 operation=operation if isinstance(operation, str) else None,
                 commit_info=info,
             )
