@@ -231,7 +231,7 @@ class Table:
                 return self.snapshot()
             return fresh
         if commits:
-            state = apply_commits(cached.state, commits)
+            state = apply_commits(cached.state, commits, keep_index=True)
             stamp = _commit_timestamp(commits[-1][1], cached.timestamp)
             cached = replace(cached, state=state, log_segment=None, timestamp=stamp)
             self._keep(cached)

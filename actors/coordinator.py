@@ -236,7 +236,7 @@ class CommitCoordinator:
     def state(self) -> TableState:
         """The full reconciled state at :attr:`version` (folds pending commits)."""
         if self._pending:
-            self._files_base = apply_commits(self._files_base, self._pending)
+            self._files_base = apply_commits(self._files_base, self._pending, keep_index=True)
             self._pending = []
         self._files_base = replace(
             self._head, adds=self._files_base.adds, removes=self._files_base.removes

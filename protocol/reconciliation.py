@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from protocol import path_index
 from protocol.actions import (
     Action,
     AddFile,
@@ -52,6 +53,7 @@ from protocol.file_actions import (
     row_to_remove,
     table_keys,
 )
+from protocol.path_index import PathIndex
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ class TableState:
     domain_actions: dict[str, DomainMetadata] = field(default_factory=dict)
     adds: pa.Table = field(default_factory=ADD_SCHEMA.empty_table)
     removes: pa.Table = field(default_factory=REMOVE_SCHEMA.empty_table)
+    # Probe accelerators for ``adds``/``removes``; used only while they describe
+    # exactly those tables, and never shipped to another process.
+    adds_index: PathIndex | None = field(default=None, compare=False, repr=False)
+    removes_index: PathIndex | None = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "adds_index": None, "removes_index": None}
 
     @property
     def domains(self) -> dict[str, DomainMetadata]:
@@ -113,27 +122,70 @@ class TableState:
         return replace(self, removes=self.removes.filter(keep))
 
 
-def _drop_keys(table: pa.Table, keys: Mapping[FileKey, object], paths: set[str]) -> pa.Table:
-    """Rows of ``table`` whose key is not in ``keys`` (candidates found by path)."""
+def _drop_keys(
+    table: pa.Table,
+    keys: Mapping[FileKey, object],
+    paths: set[str],
+    index: PathIndex | None,
+) -> tuple[pa.Table, list[int]]:
+    """Rows of ``table`` whose key is not in ``keys`` (candidates found by path,
+    through ``index`` when it describes ``table``), and the dropped row numbers."""
     if not paths or table.num_rows == 0:
-        return table
-    path_set = pa.array(list(paths), type=pa.string())
-    candidate_mask = pc.is_in(table.column("path"), value_set=path_set)
-    candidates = pc.indices_nonzero(candidate_mask).to_pylist()
+        return table, []
+    if index is not None and index.describes(table):
+        candidates = index.rows_with_paths(paths)
+    else:
+        path_set = pa.array(list(paths), type=pa.string())
+        candidate_mask = pc.is_in(table.column("path"), value_set=path_set)
+        candidates = pc.indices_nonzero(candidate_mask).to_pylist()
     if not candidates:
-        return table
+        return table, []
     candidate_keys = table_keys(table, candidates)
     drop = [index for index, key in zip(candidates, candidate_keys, strict=True) if key in keys]
     result: pa.Table = drop_rows(table, drop)
-    return result
+    return result, drop
 
 
-def apply_commits(base: TableState, commits: Iterable[tuple[int, Sequence[Action]]]) -> TableState:
+def _usable_index(table: pa.Table, index: PathIndex | None, wanted: bool) -> PathIndex | None:
+    """``index`` if it still describes ``table`` and is worth keeping; a new one
+    for a large table when ``wanted``; else None."""
+    if not wanted or table.num_rows < path_index.INDEX_MIN_ROWS:
+        return None
+    if index is not None and index.describes(table) and index.is_worth_keeping():
+        return index
+    return PathIndex.build(table)
+
+
+def _fold_files(
+    table: pa.Table,
+    index: PathIndex | None,
+    newest: Mapping[FileKey, AddFile | RemoveFile],
+    touched_paths: set[str],
+    new_rows: pa.Table | None,
+) -> tuple[pa.Table, PathIndex | None]:
+    kept, dropped = _drop_keys(table, newest, touched_paths, index)
+    result = kept if new_rows is None else pa.concat_tables([kept, new_rows])
+    if index is None or not index.describes(table):
+        return result, None
+    return result, index.after(dropped, result)
+
+
+def apply_commits(
+    base: TableState,
+    commits: Iterable[tuple[int, Sequence[Action]]],
+    *,
+    keep_index: bool = False,
+) -> TableState:
     """Fold ``commits`` (ascending ``(version, actions)``) onto ``base``.
 
     Within one commit, ``remove``s are applied before ``add``s, so an add and
     a remove of the same key in one commit (which the spec forbids) resolve to
     the file being present rather than lost.
+
+    ``keep_index``: for a long-lived state that small commits are folded into
+    again and again, build (once) and carry a :class:`PathIndex` of large
+    tables, so each later fold costs a binary search per touched path instead
+    of a probe of every row.
     """
     protocol, metadata = base.protocol, base.metadata
     txns = dict(base.txns)
@@ -162,19 +214,45 @@ def apply_commits(base: TableState, commits: Iterable[tuple[int, Sequence[Action
             newest.pop(key, None)  # keep insertion order = recency
             newest[key] = file_action
     if not newest:
-        return TableState(version, protocol, metadata, txns, domains, base.adds, base.removes)
+        return TableState(
+            version,
+            protocol,
+            metadata,
+            txns,
+            domains,
+            base.adds,
+            base.removes,
+            base.adds_index,
+            base.removes_index,
+        )
     touched_paths = {spelling for key in newest for spelling in path_spellings(key[0])}
-    adds_table = _drop_keys(base.adds, newest, touched_paths)
-    removes_table = _drop_keys(base.removes, newest, touched_paths)
     new_adds = [a for a in newest.values() if isinstance(a, AddFile)]
     new_removes = [r for r in newest.values() if isinstance(r, RemoveFile)]
-    if new_adds:
-        adds_table = pa.concat_tables([adds_table, actions_to_table(new_adds, ADD_SCHEMA)])
-    if new_removes:
-        removes_table = pa.concat_tables(
-            [removes_table, actions_to_table(new_removes, REMOVE_SCHEMA)]
-        )
-    return TableState(version, protocol, metadata, txns, domains, adds_table, removes_table)
+    adds_table, adds_index = _fold_files(
+        base.adds,
+        _usable_index(base.adds, base.adds_index, keep_index),
+        newest,
+        touched_paths,
+        actions_to_table(new_adds, ADD_SCHEMA) if new_adds else None,
+    )
+    removes_table, removes_index = _fold_files(
+        base.removes,
+        _usable_index(base.removes, base.removes_index, keep_index),
+        newest,
+        touched_paths,
+        actions_to_table(new_removes, REMOVE_SCHEMA) if new_removes else None,
+    )
+    return TableState(
+        version,
+        protocol,
+        metadata,
+        txns,
+        domains,
+        adds_table,
+        removes_table,
+        adds_index,
+        removes_index,
+    )
 
 
 def state_from_checkpoint(
@@ -197,7 +275,7 @@ def state_from_checkpoint(
         clash = {s for p in live_paths & removed for s in path_spellings(p)}
         if clash:
             live_keys: dict[FileKey, object] = dict.fromkeys(table_keys(adds))
-            state = replace(state, removes=_drop_keys(removes, live_keys, clash))
+            state = replace(state, removes=_drop_keys(removes, live_keys, clash, None)[0])
     return state
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol import path_index
 from protocol.actions import (
     Action,
     AddFile,
@@ -253,3 +256,40 @@ def test_file_tables_keep_the_canonical_layout() -> None:
     assert state.adds.schema == ADD_SCHEMA
     assert state.removes.schema == REMOVE_SCHEMA
     assert isinstance(state.adds, pa.Table)
+
+
+@settings(max_examples=150, deadline=None)
+@given(history(), st.integers(0, 8), st.integers(0, 3))
+def test_folding_through_a_path_index_equals_replay(
+    commits: list[tuple[int, list[Action]]], split: int, overlay_limit: int
+) -> None:
+    """Commits folded one at a time into an indexed state (built, carried
+    through drops and appends, rebuilt once the overlay grows) = full replay."""
+    split = max(1, min(split, len(commits)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(path_index, "INDEX_MIN_ROWS", 1)
+        patch.setattr(path_index, "OVERLAY_MIN_ROWS", overlay_limit)
+        state = replay(commits[:split])
+        for version, actions in commits[split:]:
+            state = apply_commits(state, [(version, actions)], keep_index=True)
+            for table, index in (
+                (state.adds, state.adds_index),
+                (state.removes, state.removes_index),
+            ):
+                if index is not None:
+                    assert index.describes(table)
+        assert observed(state) == observed(replay(commits))
+        assert observed(state) == naive_replay(commits)
+
+
+def test_a_path_index_is_never_pickled() -> None:
+    adds = [
+        AddFile(path=f"f{i}.parquet", size=1, modificationTime=0, dataChange=True) for i in range(4)
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(path_index, "INDEX_MIN_ROWS", 1)
+        state = apply_commits(replay([(0, [*adds[:2]])]), [(1, adds[2:])], keep_index=True)
+    assert state.adds_index is not None and state.adds_index.describes(state.adds)
+    copy = pickle.loads(pickle.dumps(state))
+    assert copy.adds_index is None and copy.removes_index is None
+    assert observed(copy) == observed(state)
