@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from actors.channel import CHANNEL_METHODS, ChannelClient, channel_enabled
 from protocol.actions import (
     Action,
     AddFile,
@@ -132,12 +134,13 @@ def create_table(
     description: str | None = None,
     protocol: Protocol | None = None,
     storage_options: dict[str, Any] | None = None,
+    use_channel: bool | None = None,
 ) -> Table:
     """Create a new Delta table (version 0) and return its handle.
 
     Raises :class:`~protocol.errors.TableAlreadyExistsError` if one exists.
     """
-    table = open_table(uri, storage_options=storage_options)
+    table = open_table(uri, storage_options=storage_options, use_channel=use_channel)
     config = {k: str(v) for k, v in (properties or {}).items()}
     if config.get("delta.enableRowTracking") == "true":
         config.setdefault(
@@ -174,28 +177,87 @@ def create_table(
     return table
 
 
-def open_table(uri: str, *, storage_options: dict[str, Any] | None = None) -> Table:
+def open_table(
+    uri: str, *, storage_options: dict[str, Any] | None = None, use_channel: bool | None = None
+) -> Table:
     """The handle of the table at ``uri``, starting its actor if none runs.
 
     Starts a local Ray cluster when this process is not connected to one.
-    The table need not exist yet (see :func:`create_table`).
+    The table need not exist yet (see :func:`create_table`). ``use_channel``:
+    send the hot calls over the actor's direct socket (:mod:`actors.channel`;
+    default: unless ``DELTARAY_CHANNEL=0``), or only through Ray.
     """
     normalized = normalize_uri(uri)
-    return Table(normalized, _table_actor(normalized, storage_options), storage_options)
+    actor = _table_actor(normalized, storage_options)
+    return Table(normalized, actor, storage_options, use_channel=use_channel)
 
 
 class Table:
     """A handle on one table's actor (cheap; create with :func:`open_table`)."""
 
-    def __init__(self, uri: str, actor: Any, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        actor: Any,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        use_channel: bool | None = None,
+    ) -> None:
         self.uri = uri
         self.actor = actor
         self.storage_options = storage_options
+        self.use_channel = channel_enabled() if use_channel is None else use_channel
         self._cached: Snapshot | None = None
+        self._channels = threading.local()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # connections belong to this process; the cached snapshot stays here too
+        return {
+            "uri": self.uri,
+            "actor": self.actor,
+            "storage_options": self.storage_options,
+            "use_channel": self.use_channel,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["uri"],
+            state["actor"],
+            state["storage_options"],
+            use_channel=state["use_channel"],
+        )
 
     def _call(self, method: str, *args: Any) -> Any:
+        """``actor.method(*args)``: over this thread's channel when it can carry
+        the call, else (or when the channel breaks) through Ray."""
+        if self.use_channel and method in CHANNEL_METHODS:
+            client = self._channel()
+            if client is not None:
+                try:
+                    return client.call(method, args)
+                except OSError:  # ChannelClosed included: re-sent through Ray below
+                    self._drop_channel()
         ray = _ensure_ray()
         return ray.get(getattr(self.actor, method).remote(*args))
+
+    def _channel(self) -> ChannelClient | None:
+        local = self._channels
+        client: ChannelClient | None = getattr(local, "client", None)
+        if client is not None or getattr(local, "unavailable", False):
+            return client
+        try:
+            address = _ensure_ray().get(self.actor.channel_address.remote())
+            if address is not None:
+                client = local.client = ChannelClient(address)
+        except OSError:
+            local.unavailable = True  # unreachable from here: Ray only for this thread
+        return client
+
+    def _drop_channel(self) -> None:
+        client = getattr(self._channels, "client", None)
+        self._channels.client = None
+        if client is not None:
+            client.close()
 
     @staticmethod
     def _check(reply: CommitCommitted | CommitConflict | CommitRejected) -> int:

@@ -16,6 +16,9 @@ Invariants:
   cluster's GCS key-value store, so a restarted actor still has them, and a
   retried call answered from the log (its first reply was lost with the
   process) publishes its version again. Subscribers must be idempotent.
+- Its hot, small methods are also served over a direct socket (see
+  :mod:`actors.channel`); one lock makes those calls and the Ray method calls
+  one serial stream.
 - It takes no CPU slot (``num_cpus=0``): a table actor is mostly I/O and
   must not starve the tasks that do the heavy work.
 """
@@ -23,10 +26,14 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from typing import Any
+import threading
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
 
 import ray
 
+from actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer, channel_enabled
 from actors.coordinator import CommitCoordinator
 from protocol.actions import Action
 from protocol.errors import VersionNotFoundError
@@ -41,59 +48,100 @@ def actor_name(table_uri: str) -> str:
     return f"table:{table_uri}"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _serial(method: F) -> F:
+    """Run ``method`` under the actor's lock (Ray calls and channel calls alike)."""
+
+    @wraps(method)
+    def locked(self: TableActor, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked  # type: ignore[return-value]
+
+
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class TableActor:
     """See the module docstring. Create through :func:`actors.api.open_table`."""
 
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        self._lock = threading.RLock()
         self._coordinator = CommitCoordinator(table_uri, storage_options=storage_options)
         self._subscribers: dict[str, Any] = _load_subscribers(table_uri)
+        self._channel: ChannelServer | None = None
+        if channel_enabled():
+            try:
+                host = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+                self._channel = ChannelServer(host, self._dispatch)
+            except OSError:
+                logger.warning("no commit channel for %s", table_uri, exc_info=True)
 
+    def channel_address(self) -> ChannelAddress | None:
+        """Where this incarnation serves its channel (None: use Ray only)."""
+        return None if self._channel is None else self._channel.address
+
+    def _dispatch(self, method: str, args: tuple[Any, ...]) -> Any:
+        assert method in CHANNEL_METHODS
+        return getattr(self, method)(*args)
+
+    @_serial
     def ping(self) -> int:
         return self._coordinator.version
 
+    @_serial
     def version(self) -> int:
         """Latest version, after picking up commits other engines wrote."""
         self._coordinator.catch_up()
         return self._coordinator.version
 
+    @_serial
     def create(self, request: CommitRequest) -> CommitReply:
         reply = self._coordinator.create(request)
         self._publish(reply)
         return reply
 
+    @_serial
     def commit(self, request: CommitRequest) -> CommitReply:
         reply = self._coordinator.commit(request)
         self._publish(reply)
         return reply
 
+    @_serial
     def head(self) -> TableHead:
         """Protocol, metadata, txns and domains at the latest version, no files."""
         self._coordinator.catch_up()
         return self._coordinator.head()
 
+    @_serial
     def state(self) -> TableState:
         """The whole reconciled state (ships the file tables: use sparingly)."""
         self._coordinator.catch_up()
         return self._coordinator.state()
 
+    @_serial
     def tail(self, since_version: int) -> tuple[int, list[tuple[int, list[Action]]] | None]:
         """``(latest, commits after since_version)``; None when out of the window."""
         self._coordinator.catch_up()
         return self._coordinator.version, self._coordinator.tail(since_version)
 
+    @_serial
     def timestamp(self) -> int:
         return self._coordinator.snapshot().timestamp
 
+    @_serial
     def reload(self) -> int:
         self._coordinator.reload()
         return self._coordinator.version
 
+    @_serial
     def subscribe(self, name: str, handle: Any) -> None:
         """``handle.on_commit.remote(event)`` is called after every commit."""
         self._subscribers[name] = handle
         _save_subscribers(self._coordinator.table_uri, self._subscribers)
 
+    @_serial
     def unsubscribe(self, name: str) -> None:
         self._subscribers.pop(name, None)
         _save_subscribers(self._coordinator.table_uri, self._subscribers)

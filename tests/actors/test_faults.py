@@ -66,8 +66,12 @@ def fault_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("faults") / "faults.json"
 
 
-@pytest.fixture
-def faulty_table(reap_actors: str, tmp_path: Path, fault_file: Path) -> Iterator[FaultyTable]:
+@pytest.fixture(params=[True, False], ids=["channel", "ray"])
+def faulty_table(
+    request: pytest.FixtureRequest, reap_actors: str, tmp_path: Path, fault_file: Path
+) -> Iterator[FaultyTable]:
+    """A table whose actor reads the fault file; the handle commits over the
+    actor's channel or only through Ray (both must be exactly-once)."""
     uri = normalize_uri(str(tmp_path / "table"))
     arm(str(fault_file))  # nothing armed yet
     handle = TableActor.options(  # type: ignore[attr-defined]
@@ -77,7 +81,10 @@ def faulty_table(reap_actors: str, tmp_path: Path, fault_file: Path) -> Iterator
         runtime_env={"env_vars": {FAULT_FILE_ENV: str(fault_file)}},
     ).remote(uri, None)
     table = create_table(
-        uri, schema=pa.schema([("date", pa.string()), ("value", pa.int64())]), partition_by=["date"]
+        uri,
+        schema=pa.schema([("date", pa.string()), ("value", pa.int64())]),
+        partition_by=["date"],
+        use_channel=request.param,
     )
     assert table.actor._actor_id == handle._actor_id  # open_table found ours by name
     yield FaultyTable(uri, table, handle, fault_file)
