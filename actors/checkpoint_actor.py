@@ -950,7 +950,10 @@ while a checkpoint runs. Commit events have their own single thread (the
 
 
 @ray.remote(  # type: ignore[call-overload]
-    num_cpus=0, max_restarts=-1, max_task_retries=-1, concurrency_groups={"events": 1}
+    num_cpus=0,
+    max_restarts=-1,
+    max_task_retries=-1,
+    concurrency_groups={"events": 1, "status": 1},
 )
 class CheckpointActor:
     """See the module docstring. Create through :func:`checkpoint_actor` or
@@ -974,9 +977,16 @@ class CheckpointActor:
         self._compactions: list[str] = []
         self._metrics = _Metrics()
         self._printer = StderrProgress(prefix=f"[{table_uri}] ")
+        self._last_event = -1
 
     def ping(self) -> str:
         return self._uri
+
+    @ray.method(concurrency_group="status")
+    def last_seen_version(self) -> int:
+        """The newest commit event received (-1: none since this process started);
+        a restarted ``TableActor`` re-sends the events after it."""
+        return self._last_event
 
     # --- on demand ----------------------------------------------------------------------
 
@@ -1060,6 +1070,7 @@ class CheckpointActor:
         """
         if event.table_uri != self._uri or not event.published:
             return
+        self._last_event = max(self._last_event, event.version)
         try:
             config = self._configuration(event)
         except DeltaError:

@@ -134,9 +134,15 @@ class CleanupActor:
         self._status: dict[str, Any] = {"state": "idle"}
         self._last_cleanup: MetadataCleanupReport | None = None
         self._last_vacuum: VacuumReport | None = None
+        self._last_event = -1
 
     def ping(self) -> str:
         return self._uri
+
+    @ray.method(concurrency_group="status")
+    def last_seen_version(self) -> int:
+        """The newest commit event received (-1: none since this process started)."""
+        return self._last_event
 
     # --- status (answers while a run is under way) -------------------------------------
 
@@ -170,6 +176,7 @@ class CleanupActor:
 
     def on_commit(self, event: CommitPublished) -> None:
         """Subscriber hook of the ``TableActor``: clean up after a new checkpoint."""
+        self._last_event = max(self._last_event, event.version)
         if event.published:
             self._maybe_cleanup()
 

@@ -142,9 +142,6 @@ class CommitCoordinator:
         self._last_timestamp = 0
         self._config_cache: TableConfiguration | None = None
         self._older_configs: dict[tuple[int, int], TableConfiguration] = {}
-        self._unannounced: set[int] = set()
-        """Versions this process found in the log at (re)start: a retry that lands
-        on one of them must be published, since its first reply died with us."""
         self.reload()
 
     # --- state ------------------------------------------------------------------
@@ -195,7 +192,6 @@ class CommitCoordinator:
         for name, data in zip(present, self.store.read_many(present), strict=True):
             version = int(name.split(".", 1)[0])
             entry = self._remember(version, parse_actions(data))
-            self._unannounced.add(version)
             if version != latest:  # only the latest version's protocol/metadata is known here
                 self._window[-1] = replace(entry, protocol=None, metadata=None)
 
@@ -510,16 +506,6 @@ class CommitCoordinator:
         if version > 0 and request.read_set.read_version is not None:
             body["readVersion"] = request.read_set.read_version
         return CommitInfo.model_validate(body)
-
-    def should_publish(self, reply: CommitCommitted) -> bool:
-        """A new commit, or a retry answered with a version recovered from the log
-        (its first reply, and event, may have died with the previous process)."""
-        if reply.attempts > 0:
-            return True
-        if reply.version in self._unannounced:
-            self._unannounced.discard(reply.version)
-            return True
-        return False
 
     def published_event(self, version: int) -> CommitPublished:
         """The typed event subscribers get for ``version`` (must be in the window)."""

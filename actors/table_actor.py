@@ -10,12 +10,16 @@ Invariants:
 - ``max_restarts=-1`` and ``max_task_retries=-1``: if the process dies, Ray
   restarts the actor (which rebuilds from the log) and retries the calls in
   flight; the coordinator's ``txnId`` check makes the retry exactly-once.
-- After each commit it publishes a :class:`~protocol.events.CommitPublished`
-  to subscribers, fire-and-forget: a slow or dead subscriber never delays or
-  fails a commit. Delivery is at least once: subscriptions are kept in the
-  cluster's GCS key-value store, so a restarted actor still has them, and a
-  retried call answered from the log (its first reply was lost with the
-  process) publishes its version again. Subscribers must be idempotent.
+- Every version the actor learns of (its own commits, and commits other
+  engines wrote, picked up by ``catch_up``) is published once, in order, as a
+  :class:`~protocol.events.CommitPublished`, fire-and-forget: a slow or dead
+  subscriber never delays or fails a commit. Subscriptions (and the version
+  each started after) live in the cluster's GCS key-value store, so a
+  restarted actor still has them; before serving anything it asks each
+  subscriber for ``last_seen_version()`` and re-sends the commits of its
+  window after that, so events a crash swallowed are delivered. A subscriber
+  without ``last_seen_version`` gets the latest commit again instead. Delivery
+  is at least once: subscribers must be idempotent.
 - Its hot, small methods are also served over a direct socket (see
   :mod:`actors.channel`); one lock makes those calls and the Ray method calls
   one serial stream.
@@ -28,6 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -37,7 +42,7 @@ from actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer, chann
 from actors.coordinator import CommitCoordinator
 from protocol.actions import Action
 from protocol.errors import VersionNotFoundError
-from protocol.events import CommitCommitted, CommitReply, CommitRequest
+from protocol.events import CommitReply, CommitRequest
 from protocol.reconciliation import TableHead, TableState
 
 NAMESPACE = "deltaray"
@@ -52,12 +57,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _serial(method: F) -> F:
-    """Run ``method`` under the actor's lock (Ray calls and channel calls alike)."""
+    """Run ``method`` under the actor's lock (Ray calls and channel calls alike),
+    then publish any version it committed or picked up."""
 
     @wraps(method)
     def locked(self: TableActor, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
-            return method(self, *args, **kwargs)
+            result = method(self, *args, **kwargs)
+            self._publish_new_versions()
+            return result
 
     return locked  # type: ignore[return-value]
 
@@ -69,7 +77,9 @@ class TableActor:
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         self._lock = threading.RLock()
         self._coordinator = CommitCoordinator(table_uri, storage_options=storage_options)
-        self._subscribers: dict[str, Any] = _load_subscribers(table_uri)
+        self._subscribers: dict[str, Subscription] = _load_subscribers(table_uri)
+        self._published_through = self._coordinator.version
+        self._resend_missed_events()
         self._channel: ChannelServer | None = None
         if channel_enabled():
             try:
@@ -98,15 +108,11 @@ class TableActor:
 
     @_serial
     def create(self, request: CommitRequest) -> CommitReply:
-        reply = self._coordinator.create(request)
-        self._publish(reply)
-        return reply
+        return self._coordinator.create(request)
 
     @_serial
     def commit(self, request: CommitRequest) -> CommitReply:
-        reply = self._coordinator.commit(request)
-        self._publish(reply)
-        return reply
+        return self._coordinator.commit(request)
 
     @_serial
     def head(self) -> TableHead:
@@ -137,8 +143,9 @@ class TableActor:
 
     @_serial
     def subscribe(self, name: str, handle: Any) -> None:
-        """``handle.on_commit.remote(event)`` is called after every commit."""
-        self._subscribers[name] = handle
+        """``handle.on_commit.remote(event)`` is called for every version after
+        the current one (see the module docstring)."""
+        self._subscribers[name] = Subscription(handle, self._published_through)
         _save_subscribers(self._coordinator.table_uri, self._subscribers)
 
     @_serial
@@ -146,29 +153,70 @@ class TableActor:
         self._subscribers.pop(name, None)
         _save_subscribers(self._coordinator.table_uri, self._subscribers)
 
-    def _publish(self, reply: CommitReply) -> None:
-        if not isinstance(reply, CommitCommitted) or not self._subscribers:
+    def _publish_new_versions(self) -> None:
+        latest = self._coordinator.version
+        if latest <= self._published_through:
             return
-        if not self._coordinator.should_publish(reply):
-            return
-        try:
-            event = self._coordinator.published_event(reply.version)
-        except VersionNotFoundError:  # an old retry answered from the log: long published
-            return
-        for name, handle in list(self._subscribers.items()):
+        first, self._published_through = self._published_through + 1, latest
+        if self._subscribers:
+            self._send(range(first, latest + 1), list(self._subscribers))
+
+    def _send(self, versions: range, names: list[str]) -> None:
+        for version in versions:
             try:
-                handle.on_commit.remote(event)
-            except Exception:  # a dead subscriber must never fail a commit
-                logger.warning("dropping subscriber %s", name, exc_info=True)
-                self._subscribers.pop(name, None)
-                _save_subscribers(self._coordinator.table_uri, self._subscribers)
+                event = self._coordinator.published_event(version)
+            except VersionNotFoundError:  # older than the window (a long catch-up)
+                continue
+            for name in names:
+                subscription = self._subscribers.get(name)
+                if subscription is None or version <= subscription.since:
+                    continue
+                try:
+                    subscription.handle.on_commit.remote(event)
+                except Exception:  # a dead subscriber must never fail a commit
+                    logger.warning("dropping subscriber %s", name, exc_info=True)
+                    self._subscribers.pop(name, None)
+                    _save_subscribers(self._coordinator.table_uri, self._subscribers)
+
+    def _resend_missed_events(self) -> None:
+        """After a restart: re-send what each subscriber may have missed."""
+        latest = self._coordinator.version
+        for name, subscription in list(self._subscribers.items()):
+            seen = _last_seen_version(subscription.handle)
+            after = latest - 1 if seen is None else seen
+            self._send(range(max(after, subscription.since) + 1, latest + 1), [name])
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A subscriber's handle and the version its subscription started after."""
+
+    handle: Any
+    since: int
+
+
+LAST_SEEN_TIMEOUT_S = 5.0
+
+
+def _last_seen_version(handle: Any) -> int | None:
+    """The subscriber's ``last_seen_version()``, or None if it has none or does
+    not answer in time."""
+    try:
+        method = handle.last_seen_version
+    except AttributeError:
+        return None
+    try:
+        return int(ray.get(method.remote(), timeout=LAST_SEEN_TIMEOUT_S))
+    except Exception:
+        logger.warning("no last_seen_version from a subscriber", exc_info=True)
+        return None
 
 
 def _subscribers_key(table_uri: str) -> bytes:
     return f"subscribers:{table_uri}".encode()
 
 
-def _load_subscribers(table_uri: str) -> dict[str, Any]:
+def _load_subscribers(table_uri: str) -> dict[str, Subscription]:
     """Subscriptions a previous incarnation of this table's actor saved."""
     from ray import cloudpickle
     from ray.experimental import internal_kv
@@ -177,14 +225,14 @@ def _load_subscribers(table_uri: str) -> dict[str, Any]:
     if not data:
         return {}
     try:
-        loaded: dict[str, Any] = cloudpickle.loads(data)
+        loaded: dict[str, Subscription] = cloudpickle.loads(data)
     except Exception:  # a subscriber's class is gone: start without it
         logger.warning("could not restore subscribers of %s", table_uri, exc_info=True)
         return {}
-    return loaded
+    return {k: v for k, v in loaded.items() if isinstance(v, Subscription)}
 
 
-def _save_subscribers(table_uri: str, subscribers: dict[str, Any]) -> None:
+def _save_subscribers(table_uri: str, subscribers: dict[str, Subscription]) -> None:
     from ray import cloudpickle
     from ray.experimental import internal_kv
 

@@ -245,11 +245,17 @@ def test_crashes_under_concurrent_writers_lose_and_duplicate_nothing(
 
 
 class _Collector:
+    """An idempotent subscriber that can say how far it has heard."""
+
     def __init__(self) -> None:
         self.versions: list[int] = []
 
     def on_commit(self, event: Any) -> None:
-        self.versions.append(event.version)
+        if not self.versions or event.version > self.versions[-1]:
+            self.versions.append(event.version)
+
+    def last_seen_version(self) -> int:
+        return self.versions[-1] if self.versions else -1
 
     def seen(self) -> list[int]:
         return self.versions
@@ -274,12 +280,6 @@ def test_a_restarted_actor_keeps_its_subscribers_and_publishes_a_retried_commit(
     assert ray_cluster.get(collector.seen.remote()) == [1, 2]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="exactly-once delivery is not guaranteed: an event submitted just before the "
-    "process dies can be lost (Ray submits actor calls asynchronously and deltaray does "
-    "not track subscriber acks yet), so v1 may be missing; whether it is depends on timing",
-)
 def test_subscribers_still_hear_of_commits_after_a_restart(
     faulty_table: FaultyTable, make_add: MakeAdd, ray_cluster: Any
 ) -> None:
@@ -289,9 +289,38 @@ def test_subscribers_still_hear_of_commits_after_a_restart(
     acknowledge_some(ft, make_add, 1)  # v1
     ft.arm("after_put")
     acknowledge_some(ft, make_add, 2)  # v2 (crash after its put), v3
-    deadline = time.monotonic() + 5
+    # v1's event may have died with the process; the restarted actor asks the
+    # collector what it last saw and re-sends the rest
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if ray_cluster.get(collector.seen.remote())[-1:] == [3]:
             break
         time.sleep(0.05)
     assert ray_cluster.get(collector.seen.remote()) == [1, 2, 3]
+
+
+def test_a_subscriber_without_last_seen_version_hears_the_latest_commit_again(
+    faulty_table: FaultyTable, make_add: MakeAdd, ray_cluster: Any
+) -> None:
+    ft = faulty_table
+    collector = ray_cluster.remote(num_cpus=0)(_PlainCollector).remote()
+    ray_cluster.get(ft.handle.subscribe.remote("plain", collector))
+    acknowledge_some(ft, make_add, 1)  # v1
+    ft.arm("after_put")
+    acknowledge_some(ft, make_add, 1)  # v2, crash after its put
+    assert ft.armed() == []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and 2 not in ray_cluster.get(collector.seen.remote()):
+        time.sleep(0.05)
+    assert 2 in ray_cluster.get(collector.seen.remote())
+
+
+class _PlainCollector:
+    def __init__(self) -> None:
+        self.versions: list[int] = []
+
+    def on_commit(self, event: Any) -> None:
+        self.versions.append(event.version)
+
+    def seen(self) -> list[int]:
+        return self.versions

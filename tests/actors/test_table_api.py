@@ -250,6 +250,27 @@ def test_subscribers_get_a_typed_event_after_each_commit(
     ray_cluster.kill(collector)
 
 
+def test_commits_other_engines_wrote_are_published_once_picked_up(
+    new_table: NewTable, make_add: MakeAdd, ray_cluster: Any
+) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    uri, table = new_table()
+    collector = ray_cluster.remote(num_cpus=0)(_Collector).remote()
+    ray_cluster.get(table.actor.subscribe.remote("collector", collector))
+    commit_adds(table, make_add(f"date={P1}/ours.parquet"))  # v1
+    rows = pa.table({"date": pa.array([P2]), "value": pa.array([7], pa.int64())})
+    deltalake.write_deltalake(uri, rows, mode="append", partition_by=["date"])  # v2, foreign
+    assert table.version() == 2  # the actor picks the foreign commit up
+    commit_adds(table, make_add(f"date={P1}/ours-again.parquet"))  # v3
+    deadline = time.monotonic() + 30
+    while len(ray_cluster.get(collector.seen.remote())) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    events = ray_cluster.get(collector.seen.remote())
+    assert [e.version for e in events] == [1, 2, 3]
+    assert events[1].num_adds == 1 and events[1].txn_id != events[0].txn_id
+    ray_cluster.kill(collector)
+
+
 # --- snapshots ----------------------------------------------------------------------------------
 
 
