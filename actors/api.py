@@ -56,7 +56,14 @@ from protocol.events import (
 )
 from protocol.predicates import Predicate, from_partition_values, parse_predicate
 from protocol.reconciliation import TableHead, apply_commits
-from protocol.schema import from_arrow, serialize_schema
+from protocol.schema import (
+    ColumnMappingMode,
+    assign_column_mapping,
+    column_mapping_mode_from,
+    from_arrow,
+    serialize_schema,
+)
+from protocol.table_configuration import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
 from protocol.table_features import upgrade_protocol
 from storage.history import HistoryEntry, load_history
 from storage.snapshot import Snapshot, load_snapshot
@@ -150,12 +157,18 @@ def create_table(
             "delta.rowTracking.materializedRowCommitVersionColumnName",
             f"_row-commit-version-col-{uuid.uuid4()}",
         )
+    table_schema = from_arrow(schema)
+    if column_mapping_mode_from(config.get(COLUMN_MAPPING_MODE)) is not ColumnMappingMode.NONE:
+        table_schema, max_id = assign_column_mapping(
+            table_schema, new_physical_name=lambda: f"col-{uuid.uuid4()}"
+        )
+        config[COLUMN_MAPPING_MAX_ID] = str(max(max_id, int(config.get(COLUMN_MAPPING_MAX_ID, 0))))
     metadata = Metadata(
         id=str(uuid.uuid4()),
         name=name,
         description=description,
         format=Format(provider="parquet", options={}),
-        schemaString=serialize_schema(from_arrow(schema)),
+        schemaString=serialize_schema(table_schema),
         partitionColumns=list(partition_by),
         createdTime=int(time.time() * 1000),
         configuration=config,

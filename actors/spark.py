@@ -21,8 +21,8 @@ Invariants:
   worker on the driver host), which connects to the Ray cluster named by the
   ``rayAddress`` option (default: the cluster of the process that called
   :func:`register`, else ``RAY_ADDRESS``, else a new local one).
-- Tables with column mapping are refused for now: data files would need
-  physical names and field ids.
+- Column-mapped tables (``name`` and ``id`` mode) are read and written with
+  physical names and field ids in the data files, logical names in Spark.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType as SparkStructType
 
-from protocol.errors import DeltaError, UnsupportedTableFeatureException
+from protocol.errors import DeltaError
 from protocol.schema import StructType, parse_schema
 
 _RAY_ADDRESS_ENV = "DELTARAY_RAY_ADDRESS"
@@ -83,12 +83,12 @@ def _ray_address(options: dict[str, str], bound: str | None) -> str | None:
     return _option(options, "rayAddress") or bound or os.environ.get(_RAY_ADDRESS_ENV) or None
 
 
-def _table_schema(metadata_schema: str | None, configuration: dict[str, str]) -> StructType:
-    if configuration.get("delta.columnMapping.mode", "none") != "none":
-        raise UnsupportedTableFeatureException(
-            "the deltaray Spark data source does not read or write column-mapped tables yet"
-        )
+def _table_schema(metadata_schema: str | None) -> StructType:
     return parse_schema(metadata_schema or '{"type":"struct","fields":[]}')
+
+
+def _mapping_mode(configuration: dict[str, str]) -> str:
+    return configuration.get("delta.columnMapping.mode", "none")
 
 
 class DeltaRayDataSource(DataSource):
@@ -135,7 +135,6 @@ class _Reader(DataSourceReader):
         self.schema_string = snapshot.metadata.schema_string
         self.configuration = dict(snapshot.metadata.configuration)
         self.partition_columns = list(snapshot.metadata.partition_columns)
-        _table_schema(self.schema_string, self.configuration)
         from protocol.file_actions import ADD_TYPE, arrow_to_json
 
         self.adds = [arrow_to_json(row, ADD_TYPE) for row in snapshot.files.to_pylist()]
@@ -147,8 +146,14 @@ class _Reader(DataSourceReader):
         from storage.data_files import read_logical_file
 
         assert isinstance(partition, _FilePartition)
-        schema = _table_schema(self.schema_string, self.configuration)
-        table = read_logical_file(self.uri, partition.add, schema, self.partition_columns)
+        schema = _table_schema(self.schema_string)
+        table = read_logical_file(
+            self.uri,
+            partition.add,
+            schema,
+            self.partition_columns,
+            column_mapping_mode=_mapping_mode(self.configuration),
+        )
         yield from table.to_batches()
 
 
@@ -173,12 +178,11 @@ class _Writer(DataSourceArrowWriter):
         self.schema_string = snapshot.metadata.schema_string
         self.configuration = dict(snapshot.metadata.configuration)
         self.partition_columns = list(snapshot.metadata.partition_columns)
-        _table_schema(self.schema_string, self.configuration)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from storage.data_files import write_data_file
 
-        schema = _table_schema(self.schema_string, self.configuration)
+        schema = _table_schema(self.schema_string)
         batches = list(iterator)
         if not batches:
             return _WrittenFiles(adds=[])
@@ -211,6 +215,7 @@ class _Writer(DataSourceArrowWriter):
                 schema=schema,
                 partition_columns=self.partition_columns,
                 partition_values=values,
+                column_mapping_mode=_mapping_mode(self.configuration),
             )
             adds.append(json.dumps(add.to_json_dict()))
         return _WrittenFiles(adds=adds)

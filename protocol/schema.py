@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -458,6 +458,46 @@ def max_column_id(schema: DataType) -> int:
         for nid in nested_ids(f).values():
             best = max(best, nid)
     return best
+
+
+def assign_column_mapping(
+    schema: StructType, *, new_physical_name: Callable[[], str], first_id: int = 1
+) -> tuple[StructType, int]:
+    """Give every field without one (nested struct fields too) a column id and a
+    physical name, as a writer does when it turns column mapping on; returns
+    the schema and the largest id now used (``delta.columnMapping.maxColumnId``).
+
+    Ids already present are kept, and new ids start above every used one.
+    """
+    next_id = max(first_id, max_column_id(schema) + 1)
+
+    def field_of(f: StructField) -> StructField:
+        nonlocal next_id
+        metadata = dict(f.metadata)
+        if column_id(f) is None:
+            metadata[COLUMN_MAPPING_ID_KEY] = next_id
+            next_id += 1
+        if not metadata.get(COLUMN_MAPPING_PHYSICAL_NAME_KEY):
+            metadata[COLUMN_MAPPING_PHYSICAL_NAME_KEY] = new_physical_name()
+        return StructField(f.name, type_of(f.type), f.nullable, metadata, f.extra)
+
+    def type_of(dtype: DataType) -> DataType:
+        if isinstance(dtype, StructType):
+            return StructType(tuple(field_of(f) for f in dtype.fields), dtype.extra)
+        if isinstance(dtype, ArrayType):
+            return ArrayType(type_of(dtype.element_type), dtype.contains_null, dtype.extra)
+        if isinstance(dtype, MapType):
+            return MapType(
+                type_of(dtype.key_type),
+                type_of(dtype.value_type),
+                dtype.value_contains_null,
+                dtype.extra,
+            )
+        return dtype
+
+    mapped = type_of(schema)
+    assert isinstance(mapped, StructType)
+    return mapped, max(next_id - 1, max_column_id(mapped))
 
 
 def to_physical(

@@ -11,6 +11,10 @@ Invariants:
   primitive columns), so DVs may later be attached to it.
 - Paths in the log are URI-encoded relative paths (or absolute URIs); they
   are decoded before touching the filesystem.
+- Column mapping (``name`` / ``id`` mode): data files, partition values and
+  statistics use physical names (and Parquet field ids); readers get logical
+  names. A column is found in a data file by its field id in ``id`` mode
+  (falling back to its physical name), by its physical name in ``name`` mode.
 """
 
 from __future__ import annotations
@@ -33,7 +37,16 @@ from protocol.partition_values import (
     partition_path,
     serialize_partition_value,
 )
-from protocol.schema import StructType, data_type_to_arrow, to_arrow
+from protocol.schema import (
+    PARQUET_FIELD_ID_KEY,
+    ColumnMappingMode,
+    StructField,
+    StructType,
+    column_id,
+    column_mapping_mode_from,
+    physical_name,
+    to_arrow,
+)
 from storage.deletion_vector_files import read_deletion_vector
 from storage.log_store import split_uri
 
@@ -54,16 +67,24 @@ def read_logical_file(
     schema: StructType,
     partition_columns: Sequence[str],
     *,
+    column_mapping_mode: ColumnMappingMode | str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> pa.Table:
-    """The live rows of one ``add`` (a dict as in the log), in ``schema``'s order."""
+    """The live rows of one ``add`` (a dict as in the log), in ``schema``'s order
+    (logical names)."""
+    mode = column_mapping_mode_from(column_mapping_mode)
     fs, root = split_uri(table_uri, storage_options)
     arrow_schema = to_arrow(schema)
-    data_columns = [f for f in arrow_schema if f.name not in partition_columns]
+    physical_schema = to_arrow(schema, physical=mode is not ColumnMappingMode.NONE)
     with fs.open(data_file_path(fs, root, add["path"]), "rb") as handle:
         parquet = pq.ParquetFile(handle)
-        present = set(parquet.schema_arrow.names)
-        table = parquet.read(columns=[f.name for f in data_columns if f.name in present])
+        located = {
+            f.name: _file_column(parquet.schema_arrow, f, mode)
+            for f in schema.fields
+            if f.name not in partition_columns
+        }
+        wanted = sorted({name for name in located.values() if name is not None})
+        table = parquet.read(columns=wanted)
     dv = add.get("deletionVector")
     if dv:
         descriptor = DeletionVectorDescriptor.model_validate(dv)
@@ -73,16 +94,39 @@ def read_logical_file(
             table = table.filter(pc.invert(pc.is_in(positions, value_set=deleted)))
     columns = []
     values = add.get("partitionValues") or {}
-    for field in arrow_schema:
+    for field, physical_field, delta_field in zip(
+        arrow_schema, physical_schema, schema.fields, strict=True
+    ):
         if field.name in partition_columns:
-            delta_type = schema.field(field.name).type
-            value = parse_partition_value(values.get(field.name), delta_type)
+            raw = values.get(physical_name(delta_field, mode))
+            value = parse_partition_value(raw, delta_field.type)
             columns.append(pa.array([value] * table.num_rows, type=field.type))
-        elif field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
-        else:
+            continue
+        source = located.get(field.name)
+        if source is None:
             columns.append(pa.nulls(table.num_rows, field.type))
+            continue
+        columns.append(_renamed(table.column(source).cast(physical_field.type), field.type))
     return pa.Table.from_arrays(columns, schema=arrow_schema)
+
+
+def _renamed(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """``column`` as ``target``, a type that differs from its own only in the
+    names of nested fields (physical vs logical): the buffers are reused."""
+    if column.type == target:
+        return column
+    return pa.chunked_array([chunk.view(target) for chunk in column.chunks], type=target)
+
+
+def _file_column(file_schema: pa.Schema, f: StructField, mode: ColumnMappingMode) -> str | None:
+    """The name of ``f``'s column in a data file with ``file_schema``, or None."""
+    if mode is ColumnMappingMode.ID and (wanted := column_id(f)) is not None:
+        for candidate in file_schema:
+            raw = (candidate.metadata or {}).get(PARQUET_FIELD_ID_KEY)
+            if raw is not None and int(raw) == wanted:
+                return str(candidate.name)
+    name = physical_name(f, mode)
+    return name if name in file_schema.names else None
 
 
 def _stats(table: pa.Table) -> str:
@@ -131,26 +175,42 @@ def write_data_file(
     schema: StructType,
     partition_columns: Sequence[str],
     partition_values: Mapping[str, Any] | None = None,
+    column_mapping_mode: ColumnMappingMode | str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> AddFile:
-    """Write ``data`` (data columns only) as one new parquet file; return its ``add``.
+    """Write ``data`` (logical column names; partition columns are ignored) as
+    one new parquet file; return its ``add``.
 
-    ``partition_values`` are typed values (or None) for every partition column.
+    ``partition_values`` are typed values (or None) for every partition column,
+    by logical name.
     """
+    mode = column_mapping_mode_from(column_mapping_mode)
+    mapped = mode is not ColumnMappingMode.NONE
     fs, root = split_uri(table_uri, storage_options)
     values = dict(partition_values or {})
     serialized = {
-        column: serialize_partition_value(values.get(column), schema.field(column).type)
+        physical_name(schema.field(column), mode): serialize_partition_value(
+            values.get(column), schema.field(column).type
+        )
         for column in partition_columns
     }
-    directory = partition_path(serialized, list(partition_columns)) if partition_columns else ""
+    directory = partition_path(serialized, list(serialized)) if partition_columns else ""
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     relative = f"{directory}/{name}" if directory else name
     target = f"{root}/{relative}"
     fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-    data_fields = [f for f in schema.fields if f.name not in partition_columns]
-    wanted = pa.schema([pa.field(f.name, data_type_to_arrow(f.type)) for f in data_fields])
-    data = data.select([f.name for f in wanted]).cast(wanted)
+    data_fields = StructType(tuple(f for f in schema.fields if f.name not in partition_columns))
+    logical = to_arrow(data_fields)
+    physical = to_arrow(data_fields, physical=mapped)
+    data = data.select(logical.names).cast(logical)
+    if mapped:
+        data = pa.Table.from_arrays(
+            [
+                _renamed(column, want.type)
+                for column, want in zip(data.columns, physical, strict=True)
+            ],
+            schema=physical,
+        )
     with fs.open(target, "wb") as handle:
         pq.write_table(data, handle, compression="snappy")
     size = int(fs.size(target))

@@ -37,6 +37,7 @@ from protocol.file_names import LAST_CHECKPOINT_NAME, LogFile, LogFileKind
 from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from protocol.log_segment import LogSegment, build_log_segment
 from protocol.reconciliation import TableState, apply_commits
+from protocol.schema import StructType
 from protocol.table_configuration import TableConfiguration
 from protocol.table_features import ensure_readable
 from storage.log_reader import checkpoint_state, first_commit_info, read_commits
@@ -73,6 +74,11 @@ class Snapshot:
     @cached_property
     def table_configuration(self) -> TableConfiguration:
         return TableConfiguration(self.protocol, self.metadata)
+
+    @property
+    def schema(self) -> StructType:
+        """The table schema (logical names; column-mapping metadata kept)."""
+        return self.table_configuration.schema
 
     @property
     def files(self) -> pa.Table:

@@ -71,6 +71,29 @@ def ray_cluster() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def duck() -> Iterator[Any]:
+    """A duckdb connection with the delta extension loaded from its pip package
+    (by file path: this machine cannot download extensions)."""
+    import importlib.util
+
+    duckdb = pytest.importorskip("duckdb")
+    spec = importlib.util.find_spec("duckdb_extension_delta")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("duckdb-extension-delta is not installed")
+    found = [
+        path
+        for location in spec.submodule_search_locations
+        for path in sorted(Path(location).rglob("*.duckdb_extension"))
+    ]
+    if not found:
+        pytest.skip("no .duckdb_extension file in duckdb_extension_delta")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{found[0]}'")
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     if shutil.which("java") is None:
         pytest.skip("PySpark needs Java 17, which is not on PATH")

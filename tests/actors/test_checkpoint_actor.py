@@ -11,7 +11,6 @@ it covers are deleted, and compared with what they saw before it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -308,25 +307,6 @@ def test_compacted_actions_follow_the_spec_example() -> None:
 
 
 # --- peers ------------------------------------------------------------------------------------
-
-
-def _duckdb_extension() -> Path:
-    spec = importlib.util.find_spec("duckdb_extension_delta")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("duckdb-extension-delta is not installed")
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).rglob("*.duckdb_extension"))
-        if found:
-            return found[0]
-    pytest.skip("no .duckdb_extension file in duckdb_extension_delta")
-
-
-@pytest.fixture(scope="module")
-def duck() -> Iterator[Any]:
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    con.execute(f"LOAD '{_duckdb_extension()}'")
-    yield con
-    con.close()
 
 
 def our_view(path: Path) -> dict[str, Any]:

@@ -9,7 +9,6 @@ deltaray's own snapshot and as the data we wrote minus what we deleted.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import uuid
@@ -78,22 +77,9 @@ def rows_of(data: pa.Table, date: str | None) -> list[Row]:
     return [((date,) if date is not None else ()) + tuple(r) for r in zip(*columns, strict=True)]
 
 
-def duckdb_connection() -> Any:
-    import duckdb
-    import duckdb_extension_delta  # type: ignore[import-untyped]
-
-    found = glob.glob(
-        os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "**", "*.duckdb_extension"),
-        recursive=True,
-    )
-    if not found:
-        pytest.skip("duckdb_extension_delta ships no .duckdb_extension file")
-    connection = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    connection.execute(f"LOAD '{found[0]}'")
-    return connection
-
-
-def check_peers_agree(uri: str, table: Table, expected: list[Row], partitioned: bool) -> None:
+def check_peers_agree(
+    uri: str, table: Table, expected: list[Row], partitioned: bool, connection: Any
+) -> None:
     from deltalake import DeltaTable
 
     path = uri[len("file://") :]
@@ -120,7 +106,6 @@ def check_peers_agree(uri: str, table: Table, expected: list[Row], partitioned: 
     )
     assert delta_rs_rows == sorted(expected, key=repr)
 
-    connection = duckdb_connection()
     select = ", ".join(columns)
     duck_rows = connection.execute(f"SELECT {select} FROM delta_scan('{path}')").fetchall()
     assert sorted(duck_rows, key=repr) == sorted(expected, key=repr)
@@ -141,7 +126,7 @@ def check_peers_agree(uri: str, table: Table, expected: list[Row], partitioned: 
     ],
 )
 def test_deltalake_and_duckdb_read_what_the_actor_wrote(
-    partitioned: bool, properties: dict[str, str] | None, new_table: NewTable
+    partitioned: bool, properties: dict[str, str] | None, new_table: NewTable, duck: Any
 ) -> None:
     uri, table = new_table(
         schema=PARTITIONED if partitioned else DATA_SCHEMA,
@@ -161,7 +146,9 @@ def test_deltalake_and_duckdb_read_what_the_actor_wrote(
             written[add.path] = rows_of(data, date)
             txn.add(add)
         txn.commit(operation="WRITE")
-        check_peers_agree(uri, table, [r for rows in written.values() for r in rows], partitioned)
+        check_peers_agree(
+            uri, table, [r for rows in written.values() for r in rows], partitioned, duck
+        )
 
     # delete one file (a DELETE of all its rows), and rewrite another with fewer rows
     snap = table.snapshot()
@@ -183,4 +170,4 @@ def test_deltalake_and_duckdb_read_what_the_actor_wrote(
     txn.commit(operation="DELETE")
     del written[gone.path], written[rewritten.path]
     written[replacement.path] = rows_of(data, date)
-    check_peers_agree(uri, table, [r for rows in written.values() for r in rows], partitioned)
+    check_peers_agree(uri, table, [r for rows in written.values() for r in rows], partitioned, duck)

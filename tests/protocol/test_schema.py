@@ -38,6 +38,7 @@ from protocol.schema import (
     StructField,
     StructType,
     UnknownType,
+    assign_column_mapping,
     column_id,
     contains_type,
     data_type_from_arrow,
@@ -408,3 +409,29 @@ def test_void_columns_become_nullable_arrow_nulls() -> None:
     assert arrow.field("v").type == pa.null() and arrow.field("v").nullable
     with pytest.raises(SchemaError):
         to_arrow(StructType((StructField("m", MapType(VOID, LONG)),)))
+
+
+def test_assign_column_mapping_numbers_every_field_and_keeps_existing_ids() -> None:
+    names = iter(f"col-{i}" for i in range(100))
+    kept = StructField("kept", LONG, metadata={"delta.columnMapping.id": 7})
+    schema = StructType(
+        (
+            kept,
+            StructField("s", StructType((StructField("a", INTEGER),))),
+            StructField("arr", ArrayType(StructType((StructField("b", STRING),)))),
+            StructField("m", MapType(STRING, StructType((StructField("c", DATE),)))),
+        )
+    )
+    mapped, max_id = assign_column_mapping(schema, new_physical_name=lambda: next(names))
+    fields = [f for _, f in walk_fields(mapped)]
+    ids = [column_id(f) for f in fields]
+    # kept, s, s.a, arr, arr.element.b, m, m.value.c: 7 fields; new ids follow 7
+    assert sorted(i for i in ids if i is not None) == [7, 8, 9, 10, 11, 12, 13]
+    assert max_id == 13 == max_column_id(mapped)
+    assert column_id(mapped.field("kept")) == 7
+    assert all(physical_name(f, ColumnMappingMode.NAME).startswith("col-") for f in fields)
+    assert len({physical_name(f, ColumnMappingMode.NAME) for f in fields}) == len(fields)
+    assert parse_schema(serialize_schema(mapped)) == mapped
+    # a second pass changes nothing
+    again, again_max = assign_column_mapping(mapped, new_physical_name=lambda: next(names))
+    assert (again, again_max) == (mapped, 13)

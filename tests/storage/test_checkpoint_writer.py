@@ -8,11 +8,9 @@ commit files the checkpoint covers, and checks that our reader, deltalake
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,25 +61,6 @@ def _now_ms() -> int:
 
 
 # --- peers -----------------------------------------------------------------------------------
-
-
-def _duckdb_extension() -> Path:
-    spec = importlib.util.find_spec("duckdb_extension_delta")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("duckdb-extension-delta is not installed")
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).rglob("*.duckdb_extension"))
-        if found:
-            return found[0]
-    pytest.skip("no .duckdb_extension file in duckdb_extension_delta")
-
-
-@pytest.fixture(scope="module")
-def duck() -> Iterator[Any]:
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    con.execute(f"LOAD '{_duckdb_extension()}'")
-    yield con
-    con.close()
 
 
 def duck_rows(con: Any, path: Path) -> list[tuple[Any, ...]]:
