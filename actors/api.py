@@ -205,6 +205,35 @@ def open_table(
     return Table(normalized, actor, storage_options, use_channel=use_channel)
 
 
+def release_table(uri: str) -> list[str]:
+    """Stop the table's actors in this cluster (its ``TableActor``, and its
+    ``CheckpointActor`` and ``CleanupActor`` if any) and forget their
+    subscriptions, giving their memory back; returns the names stopped.
+
+    Nothing is lost: every acknowledged commit is in the log. A later
+    :func:`open_table`, or the next call of a handle still held, starts a fresh
+    actor that rebuilds from the log.
+    """
+    ray = _ensure_ray()
+    from actors import checkpoint_actor, cleanup_actor, table_actor
+
+    normalized = normalize_uri(uri)
+    stopped = []
+    for name in (
+        table_actor.actor_name(normalized),
+        checkpoint_actor.actor_name(normalized),
+        cleanup_actor.actor_name(normalized),
+    ):
+        try:
+            handle = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            continue
+        ray.kill(handle, no_restart=True)
+        stopped.append(name)
+    table_actor.forget_subscribers(normalized)
+    return stopped
+
+
 class Table:
     """A handle on one table's actor (cheap; create with :func:`open_table`)."""
 
@@ -251,7 +280,14 @@ class Table:
                 except OSError:  # ChannelClosed included: re-sent through Ray below
                     self._drop_channel()
         ray = _ensure_ray()
-        return ray.get(getattr(self.actor, method).remote(*args))
+        try:
+            return ray.get(getattr(self.actor, method).remote(*args))
+        except ray.exceptions.ActorDiedError:
+            # stopped for good (release_table): a fresh actor rebuilds from the log, and
+            # a commit re-sent with its txnId gets the version it may already have won
+            self.actor = _table_actor(self.uri, self.storage_options)
+            self._drop_channel()
+            return ray.get(getattr(self.actor, method).remote(*args))
 
     def _channel(self) -> ChannelClient | None:
         local = self._channels

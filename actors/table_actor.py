@@ -232,6 +232,13 @@ def _load_subscribers(table_uri: str) -> dict[str, Subscription]:
     return {k: v for k, v in loaded.items() if isinstance(v, Subscription)}
 
 
+def forget_subscribers(table_uri: str) -> None:
+    """Drop the saved subscriptions of a table (its actors were stopped)."""
+    from ray.experimental import internal_kv
+
+    internal_kv._internal_kv_del(_subscribers_key(table_uri), namespace=NAMESPACE)
+
+
 def _save_subscribers(table_uri: str, subscribers: dict[str, Subscription]) -> None:
     from ray import cloudpickle
     from ray.experimental import internal_kv

@@ -706,3 +706,30 @@ def test_row_ids_never_overlap_across_concurrent_commits(
     assert sorted(
         (f.base_row_id, f.path) for f in final.add_files() if f.base_row_id is not None
     ) == [(start, path) for start, _, path in ranges]
+
+
+def test_release_table_stops_its_actors_and_a_held_handle_carries_on(
+    new_table: NewTable, make_add: MakeAdd, ray_cluster: Any
+) -> None:
+    from actors import release_table
+    from actors.checkpoint_actor import ensure_checkpointer
+
+    uri, table = new_table()
+    commit_adds(table, make_add(f"date={P1}/a.parquet"))
+    ensure_checkpointer(table)
+    before = table.actor._actor_id
+    names = {a["name"] for a in ray_cluster.util.list_named_actors(all_namespaces=True)}
+    assert {f"table:{uri}", f"checkpoint:{uri}"} <= names
+
+    stopped = release_table(uri)
+    assert set(stopped) == {f"table:{uri}", f"checkpoint:{uri}"}
+    names = {a["name"] for a in ray_cluster.util.list_named_actors(all_namespaces=True)}
+    assert not {f"table:{uri}", f"checkpoint:{uri}"} & names
+
+    # the handle still held starts a fresh actor, which rebuilt everything from the log
+    txn = table.transaction().add(make_add(f"date={P1}/b.parquet"))
+    assert txn.commit() == 2
+    assert table.actor._actor_id != before
+    assert table.snapshot().num_files == 2
+    assert release_table(uri) == [f"table:{uri}"]  # no checkpointer was started again
+    assert open_table(uri).version() == 2
