@@ -198,6 +198,28 @@ def checkpoint_state(store: LogStore, version: int, parts: Sequence[LogFile]) ->
     return state_from_checkpoint(version, contents.non_file_actions, adds, removes)
 
 
+def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
+    """The non-file part of a checkpoint's state (protocol, metadata, txns,
+    domains): only those columns of parquet parts are read, sidecars never."""
+    contents = CheckpointContents()
+    for part in parts:
+        if part.name.endswith(".json"):
+            actions = parse_actions(store.read(part.name))
+            contents.non_file_actions.extend(a for a in actions if not _is_file_action(a))
+        else:
+            table = read_parquet_actions(store, store.path_of(part.name), NON_FILE_COLUMNS)
+            contents.add_parquet_table(table)
+    return state_from_checkpoint(
+        version, contents.non_file_actions, ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
+    )
+
+
+def _is_file_action(action: Action) -> bool:
+    from protocol.actions import AddFile, RemoveFile, Sidecar
+
+    return isinstance(action, (AddFile, RemoveFile, Sidecar))
+
+
 def read_commits(store: LogStore, files: Sequence[LogFile]) -> list[list[Action]]:
     """Parsed actions of each commit (or compaction) file, in the given order."""
     out = []

@@ -54,11 +54,12 @@ from protocol.file_names import (
 )
 from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from protocol.log_segment import CheckpointRef
+from protocol.table_configuration import TableConfiguration
 from protocol.table_features import CHECKPOINT_PROTECTION
 from storage.checkpoint_writer import read_checkpoint_sidecars, write_v2_checkpoint
 from storage.log_reader import read_parquet_actions, sidecar_path
 from storage.log_store import LogStore, log_store_for
-from storage.snapshot import commit_timestamps, load_snapshot_from_store
+from storage.snapshot import commit_timestamps, load_head_from_store, load_snapshot_from_store
 
 logger = logging.getLogger(__name__)
 
@@ -230,8 +231,9 @@ def cleanup_metadata(
     """
     store = store or log_store_for(uri, storage_options)
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    snapshot = load_snapshot_from_store(uri, store)
-    config = snapshot.table_configuration
+    head = load_head_from_store(uri, store)
+    assert head.protocol is not None and head.metadata is not None  # checked there
+    config = TableConfiguration(head.protocol, head.metadata)
     config.ensure_writable()
     retention = config.log_retention_ms if retention_ms is None else retention_ms
     base: dict[str, Any] = {
@@ -239,7 +241,7 @@ def cleanup_metadata(
         "dry_run": dry_run,
         "now": now,
         "retention_ms": retention,
-        "latest_version": snapshot.version,
+        "latest_version": head.version,
     }
     if not config.enable_expired_log_cleanup:
         return MetadataCleanupReport(**base, skipped="delta.enableExpiredLogCleanup is false")

@@ -36,11 +36,11 @@ from protocol.errors import (
 from protocol.file_names import LAST_CHECKPOINT_NAME, LogFile, LogFileKind
 from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from protocol.log_segment import LogSegment, build_log_segment
-from protocol.reconciliation import TableState, apply_commits
+from protocol.reconciliation import TableHead, TableState, apply_commits
 from protocol.schema import StructType
 from protocol.table_configuration import TableConfiguration
 from protocol.table_features import ensure_readable
-from storage.log_reader import checkpoint_state, first_commit_info, read_commits
+from storage.log_reader import checkpoint_head, checkpoint_state, first_commit_info, read_commits
 from storage.log_store import LogStore, log_store_for
 
 
@@ -213,6 +213,46 @@ def _parse_timestamp_ms(timestamp: int | float | str | datetime) -> int:
     return int(parsed.timestamp() * 1000)
 
 
+def load_table_head(
+    uri: str, version: int | None = None, storage_options: dict[str, Any] | None = None
+) -> TableHead:
+    """Protocol, metadata, txns and domains at the latest version or ``version``,
+    without reading a single file action: only the non-file columns of the
+    checkpoint and the commits after it (what history, cleanup and timestamp
+    resolution need; milliseconds where a full snapshot of a huge table takes
+    seconds)."""
+    return load_head_from_store(uri, log_store_for(uri, storage_options), version=version)
+
+
+def load_head_from_store(uri: str, store: LogStore, *, version: int | None = None) -> TableHead:
+    if not store.log_exists():
+        raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} does not exist")
+    listing = store.list_from(0)
+    if not any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
+        raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} holds no commits")
+    segment = build_log_segment(
+        listing, target_version=version, last_checkpoint_hint=_read_last_checkpoint(store)
+    )
+    if segment.checkpoint is not None:
+        state = checkpoint_head(store, segment.checkpoint.version, segment.checkpoint.files)
+    else:
+        state = TableState()
+    units = segment.replay_units()
+    batches = []
+    for unit, actions in zip(units, read_commits(store, units), strict=True):
+        end = unit.end_version if unit.end_version is not None else unit.require_version()
+        batches.append((end, [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]))
+    state = apply_commits(state, batches)
+    if state.protocol is None:
+        raise MissingProtocolError(f"no protocol action found replaying {uri} to v{state.version}")
+    if state.metadata is None:
+        raise MissingMetadataError(f"no metadata action found replaying {uri} to v{state.version}")
+    if version is not None and state.version != version:
+        raise VersionNotFoundError(f"version {version} of {uri} cannot be reconstructed")
+    ensure_readable(state.protocol)
+    return state.head()
+
+
 def load_snapshot(
     uri: str,
     version: int | None = None,
@@ -248,9 +288,10 @@ def load_snapshot_from_store(
         raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} holds no commits")
     hint = _read_last_checkpoint(store)
     if timestamp is not None:
-        latest = load_snapshot_from_store(uri, store)
+        latest = load_head_from_store(uri, store)
+        assert latest.protocol is not None and latest.metadata is not None  # checked there
         target_ms = _parse_timestamp_ms(timestamp)
-        config = latest.table_configuration
+        config = TableConfiguration(latest.protocol, latest.metadata)
         version = version_at_timestamp(
             commit_timestamps(store, listing, config),
             target_ms,
