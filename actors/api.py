@@ -391,6 +391,29 @@ class Table:
         )
         return Table._check(self._call("commit", request))
 
+    def record_operation(
+        self,
+        operation: str,
+        *,
+        parameters: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Commit a version holding only a ``commitInfo`` that records
+        ``operation`` (e.g. delta-spark's ``VACUUM START`` / ``VACUUM END``), with
+        its ``operationParameters`` and ``operationMetrics``; returns the version."""
+        info = CommitInfo.model_validate(
+            {"operationMetrics": {k: str(v) for k, v in (metrics or {}).items()}}
+        )
+        request = CommitRequest(
+            txn_id=str(uuid.uuid4()),
+            read_set=ReadSet(read_version=None),
+            actions=(info,),
+            operation=operation,
+            operation_parameters=dict(parameters or {}),
+            commit_time_ms=int(time.time() * 1000),
+        )
+        return Table._check(self._call("commit", request))
+
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         return load_history(self.uri, limit=limit, storage_options=self.storage_options)
 

@@ -33,6 +33,7 @@ import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import pyarrow.compute as pc
 import ray
 
 from actors.faults import crash_point
@@ -46,6 +47,7 @@ from storage.metadata_cleanup import MetadataCleanupReport, cleanup_metadata
 from storage.vacuum import (
     DirectoryListing,
     Lister,
+    VacuumPlan,
     VacuumReport,
     list_top_level,
     list_tree,
@@ -165,6 +167,34 @@ class CleanupActor:
         since = int(time.time() * 1000)
         self._status = {"state": state, "stage": "starting", "done": 0, "total": 0, "since": since}
 
+    def _record_vacuum_start(self, plan: VacuumPlan, default_retention_ms: int) -> None:
+        from actors.api import open_table
+
+        open_table(self._uri, storage_options=self._storage_options).record_operation(
+            "VACUUM START",
+            parameters={
+                "retentionCheckEnabled": plan.retention_ms >= default_retention_ms,
+                "defaultRetentionMillis": default_retention_ms,
+                "specifiedRetentionMillis": plan.retention_ms,
+            },
+            metrics={
+                "numFilesToDelete": plan.files.num_rows,
+                "sizeOfDataToDelete": pc.sum(plan.files.column("size")).as_py() or 0,
+            },
+        )
+
+    def _record_vacuum_end(self, report: VacuumReport) -> None:
+        from actors.api import open_table
+
+        open_table(self._uri, storage_options=self._storage_options).record_operation(
+            "VACUUM END",
+            parameters={"status": "COMPLETED"},
+            metrics={
+                "numDeletedFiles": report.num_files,
+                "numVacuumedDirectories": len(report.dirs),
+            },
+        )
+
     # --- policy ---------------------------------------------------------------------------
 
     def _last_checkpoint_version(self) -> int | None:
@@ -261,6 +291,10 @@ class CleanupActor:
                 lister=lister,
                 after_delete=lambda _path: crash_point("mid_vacuum"),
                 progress=self._set_stage,
+                on_start=lambda plan: self._record_vacuum_start(
+                    plan, snapshot.table_configuration.deleted_file_retention_ms
+                ),
+                on_end=self._record_vacuum_end,
             )
         finally:
             self._status = {"state": "idle"}

@@ -739,8 +739,14 @@ def vacuum(
     lister: Lister | None = None,
     after_delete: AfterDelete | None = None,
     progress: Progress | None = None,
+    on_start: Callable[[VacuumPlan], None] | None = None,
+    on_end: Callable[[VacuumReport], None] | None = None,
 ) -> VacuumReport:
     """VACUUM the table at ``uri`` (module doc); returns what was (to be) deleted.
+
+    ``on_start`` runs once the plan is made, before the first deletion, and
+    ``on_end`` after the last (neither on a dry run): the table actor records
+    them as delta-spark's ``VACUUM START`` / ``VACUUM END`` commits.
 
     >>> report = vacuum("file:///tmp/events", dry_run=True)   # doctest: +SKIP
     >>> report.files[:3], report.bytes                          # doctest: +SKIP
@@ -779,7 +785,12 @@ def vacuum(
             bytes=pc.sum(plan.files.column("size")).as_py() or 0,
             dirs=plan.dirs,
         )
+    if on_start is not None:
+        on_start(plan)
     deleted, total, removed = execute_vacuum(
         store, plan, after_delete=after_delete, progress=progress
     )
-    return VacuumReport(**common, files=deleted, bytes=total, dirs=removed)
+    report = VacuumReport(**common, files=deleted, bytes=total, dirs=removed)
+    if on_end is not None:
+        on_end(report)
+    return report

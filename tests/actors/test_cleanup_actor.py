@@ -106,16 +106,33 @@ def test_on_demand_vacuum_and_cleanup(
     assert set(lite.files) == expired and lite.mode == "lite"
     full = ray_cluster.get(cleaner.vacuum.remote(dry_run=True))
     assert set(full.files) == expired | {"stray.parquet"}
+    version_before = table.version()
     done = ray_cluster.get(cleaner.vacuum.remote())
     assert set(done.files) == expired | {"stray.parquet"} and not done.dry_run
     assert all((local(uri) / p).exists() for p in live)
     assert not any((local(uri) / p).exists() for p in expired)
+    # like delta-spark, a VACUUM that deletes is recorded by two commitInfo-only commits
+    history = table.history(limit=2)
+    assert [h.version for h in history] == [version_before + 2, version_before + 1]
+    end, start = history
+    assert (start.operation, end.operation) == ("VACUUM START", "VACUUM END")
+    assert start.commit_info["operationMetrics"] == {
+        "numFilesToDelete": str(len(done.files)),
+        "sizeOfDataToDelete": str(done.total_bytes),
+    }
+    assert start.commit_info["operationParameters"]["specifiedRetentionMillis"] == done.retention_ms
+    assert end.commit_info["operationParameters"] == {"status": "COMPLETED"}
+    assert end.commit_info["operationMetrics"]["numDeletedFiles"] == str(len(done.files))
+    assert load_snapshot(uri).num_files == len(live)  # no file action in either commit
 
     report = ray_cluster.get(cleaner.cleanup.remote(dry_run=True))
     assert report.skipped is not None  # every commit is fresh
     reports = ray_cluster.get(cleaner.last_reports.remote())
     assert reports["vacuum"]["files"] == done.files
     assert ray_cluster.get(cleaner.progress.remote())["state"] == "idle"
+    before_dry_run = table.version()
+    ray_cluster.get(cleaner.vacuum.remote(dry_run=True))
+    assert table.version() == before_dry_run  # a dry run records nothing
 
 
 def test_policy_cleanup_runs_after_a_checkpoint(
