@@ -99,9 +99,18 @@ def dv_unique_ids(deletion_vectors: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(valid, unique, pa.nulls(len(unique), pa.string()))
 
 
+def canonical_paths(paths: pa.Array) -> pa.Array:
+    """:func:`protocol.file_actions.canonical_path` of every value, vectorized."""
+    if not pc.any(pc.starts_with(paths, "file:")).as_py():
+        return paths
+    paths = pc.replace_substring_regex(paths, pattern="^file:///", replacement="/")
+    return pc.replace_substring_regex(paths, pattern="^file:(/[^/]|/$|[^/]|$)", replacement="\\1")
+
+
 def key_strings(table: pa.Table) -> pa.Array:
-    """The key string of every row of a canonical ``add``/``remove`` table."""
-    paths = table.column("path").combine_chunks().cast(pa.string())
+    """The key string of every row of a canonical ``add``/``remove`` table (its
+    path in canonical spelling, so ``file:/x`` and ``/x`` shard together)."""
+    paths = canonical_paths(table.column("path").combine_chunks().cast(pa.string()))
     if "deletionVector" not in table.column_names:
         return paths
     dv_ids = dv_unique_ids(table.column("deletionVector"))

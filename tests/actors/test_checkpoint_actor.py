@@ -41,6 +41,7 @@ from protocol.actions import (
     Sidecar,
     Txn,
     parse_actions,
+    serialize_actions,
 )
 from protocol.checkpoint_plan import (
     SHARD_HASH,
@@ -833,3 +834,35 @@ def test_ensure_checkpointer_subscribes_to_the_table_actor(
     )
     summary = ray.get(handle.status.remote())["last"]
     assert summary["kind"] == "v2" and summary["trigger"] == "policy" and summary["version"] == 2
+
+
+def test_a_remove_spelled_file_colon_finds_its_add_in_a_reused_sidecar(
+    tmp_path: Path, checkpointers: Callable[..., Any]
+) -> None:
+    """``/x`` and ``file:/x`` are one file: an incremental V2 checkpoint must
+    rebuild the shard holding ``/x`` when a commit removes ``file:/x``."""
+    path = tmp_path / "t"
+    build_table(path, v2=True)
+    handle = checkpointers(path, target_actions_per_sidecar=3)
+    store = log_store_for(str(path))
+    absolute = str(path / "outside-partitions.parquet")
+
+    def commit(*actions: Action) -> None:
+        version = load_snapshot(str(path)).version + 1
+        info = CommitInfo.model_validate(
+            {"operation": "WRITE", "timestamp": int(time.time() * 1e3)}
+        )
+        store.put_if_absent(commit_name(version), serialize_actions([info, *actions]))
+
+    now = int(time.time() * 1000)
+    commit(AddFile(path=absolute, size=1, modificationTime=now, dataChange=True))
+    _checkpoint(handle, kind="classic")
+    first = _checkpoint(handle)
+    assert first.kind == "v2" and first.overflow_actions == 0
+    commit(RemoveFile(path=f"file:{absolute}", deletionTimestamp=now, dataChange=True))
+    expected = {f.path for f in load_snapshot(str(path)).add_files()}
+    assert absolute not in expected
+    second = _checkpoint(handle, max_overflow_actions=10)
+    assert second.source == "sidecars" and second.sidecars_reused >= 1
+    delete_commits_through(path, second.version)
+    assert {f.path for f in load_snapshot(str(path)).add_files()} == expected

@@ -49,7 +49,13 @@ from protocol.checkpoint_plan import (
     touched_keys_of,
 )
 from protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows, protocol_row
-from protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, actions_to_table, table_keys
+from protocol.file_actions import (
+    ADD_SCHEMA,
+    REMOVE_SCHEMA,
+    actions_to_table,
+    canonical_path,
+    table_keys,
+)
 from protocol.reconciliation import TableState, replay
 from protocol.table_configuration import TableConfiguration
 
@@ -467,3 +473,31 @@ def test_v2_layout_has_checkpoint_metadata_and_sidecar() -> None:
     assert {"checkpointMetadata", "sidecar"} <= set(layout.schema(v2=True).names)
     assert layout.sidecar_schema().names == ["add", "remove"]
     assert TAG_LAYOUT == "deltaray.layout"
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "/t/a.parquet",
+                "file:/t/a.parquet",
+                "file:///t/a.parquet",
+                "file://host/t/a.parquet",
+                "file:rel.parquet",
+                "file:",
+                "file:/",
+                "rel/b%20c.parquet",
+                "s3://bucket/t/d.parquet",
+            ]
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_key_strings_use_the_canonical_spelling_of_each_path(paths: list[str]) -> None:
+    """``file:/x``, ``file:///x`` and ``/x`` are one logical file: they must get one
+    key string, hence one shard (else a remove would miss its add's sidecar)."""
+    table = pa.table({"path": pa.array(paths, pa.string())})
+    assert key_strings(table).to_pylist() == [canonical_path(p) for p in paths]
+    keys = [(canonical_path(p), None) for p in paths]
+    assert shards_of_keys(keys, 7) == set(shard_of(key_strings(table), 7).to_pylist())
