@@ -491,7 +491,11 @@ def test_incremental_checkpoints_reuse_untouched_sidecars(
     third = _checkpoint(handle, max_overflow_actions=10)
     assert third.version == second.version + 1 and third.num_shards == second.num_shards
     assert third.sidecars_written == 1 and third.overflow_actions == 1
-    assert third.sidecars_reused == len(old) and third.shards_checked == 1
+    # the new key's shard index is checked only if that shard has a sidecar
+    appended = parse_actions((path / "_delta_log" / commit_name(third.version)).read_bytes())
+    (new_key,) = [(a.path, None) for a in appended if isinstance(a, AddFile)]
+    checked = len(shards_of_keys([new_key], third.num_shards) & non_empty)
+    assert third.sidecars_reused == len(old) and third.shards_checked == checked
     new = {s.path for s in read_checkpoint_sidecars(store, _top(third))}
     assert old < new and len(new - old) == 1
     # nothing new at all: every sidecar is reused, only a top-level file is written
