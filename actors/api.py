@@ -229,9 +229,25 @@ def release_table(uri: str) -> list[str]:
         except ValueError:
             continue
         ray.kill(handle, no_restart=True)
+        _wait_until_dead(handle)
         stopped.append(name)
     table_actor.forget_subscribers(normalized)
     return stopped
+
+
+def _wait_until_dead(handle: Any, *, timeout_s: float = 60.0) -> None:
+    """``ray.kill`` only asks: until the process is gone it may still answer
+    (over its channel, too), so wait for it to be reported dead."""
+    ray = _ensure_ray()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(handle.ping.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            continue
+        time.sleep(0.05)
 
 
 class Table:
