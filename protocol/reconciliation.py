@@ -122,6 +122,59 @@ class TableState:
         return replace(self, removes=self.removes.filter(keep))
 
 
+@dataclass
+class FoldedActions:
+    """What a run of commits leaves per reconciliation key (before any file table)."""
+
+    protocol: Protocol | None
+    metadata: Metadata | None
+    txns: dict[str, Txn]
+    domains: dict[str, DomainMetadata]
+    newest: dict[FileKey, AddFile | RemoveFile]
+    """The newest ``add``/``remove`` per logical file, in order of recency."""
+
+
+def fold_actions(
+    commits: Iterable[Sequence[Action]],
+    *,
+    protocol: Protocol | None = None,
+    metadata: Metadata | None = None,
+    txns: Mapping[str, Txn] | None = None,
+    domains: Mapping[str, DomainMetadata] | None = None,
+) -> FoldedActions:
+    """The spec's reconciliation rules over ``commits`` (oldest first), starting
+    from the given protocol, metadata, txns and domains.
+
+    Within one commit, ``remove``s are applied before ``add``s, so an add and
+    a remove of the same key in one commit (which the spec forbids) resolve to
+    the file being present rather than lost.
+    """
+    folded = FoldedActions(protocol, metadata, dict(txns or {}), dict(domains or {}), {})
+    newest = folded.newest
+    for actions in commits:
+        removes: list[RemoveFile] = []
+        adds: list[AddFile] = []
+        for action in actions:
+            if isinstance(action, AddFile):
+                adds.append(action)
+            elif isinstance(action, RemoveFile):
+                removes.append(action)
+            elif isinstance(action, Protocol):
+                folded.protocol = action
+            elif isinstance(action, Metadata):
+                folded.metadata = action
+            elif isinstance(action, Txn):
+                folded.txns[action.app_id] = action
+            elif isinstance(action, DomainMetadata):
+                folded.domains[action.domain] = action
+        ordered: list[AddFile | RemoveFile] = [*removes, *adds]
+        for file_action in ordered:
+            key = action_key(file_action)
+            newest.pop(key, None)  # keep insertion order = recency
+            newest[key] = file_action
+    return folded
+
+
 def _drop_keys(
     table: pa.Table,
     keys: Mapping[FileKey, object],
@@ -176,43 +229,30 @@ def apply_commits(
     *,
     keep_index: bool = False,
 ) -> TableState:
-    """Fold ``commits`` (ascending ``(version, actions)``) onto ``base``.
-
-    Within one commit, ``remove``s are applied before ``add``s, so an add and
-    a remove of the same key in one commit (which the spec forbids) resolve to
-    the file being present rather than lost.
+    """Fold ``commits`` (ascending ``(version, actions)``) onto ``base``
+    (rules: :func:`fold_actions`).
 
     ``keep_index``: for a long-lived state that small commits are folded into
     again and again, build (once) and carry a :class:`PathIndex` of large
     tables, so each later fold costs a binary search per touched path instead
     of a probe of every row.
     """
-    protocol, metadata = base.protocol, base.metadata
-    txns = dict(base.txns)
-    domains = dict(base.domain_actions)
-    newest: dict[FileKey, AddFile | RemoveFile] = {}
-    version = base.version
-    for version, actions in commits:  # noqa: B007 (the last version is the state's)
-        removes: list[RemoveFile] = []
-        adds: list[AddFile] = []
-        for action in actions:
-            if isinstance(action, AddFile):
-                adds.append(action)
-            elif isinstance(action, RemoveFile):
-                removes.append(action)
-            elif isinstance(action, Protocol):
-                protocol = action
-            elif isinstance(action, Metadata):
-                metadata = action
-            elif isinstance(action, Txn):
-                txns[action.app_id] = action
-            elif isinstance(action, DomainMetadata):
-                domains[action.domain] = action
-        ordered: list[AddFile | RemoveFile] = [*removes, *adds]
-        for file_action in ordered:
-            key = action_key(file_action)
-            newest.pop(key, None)  # keep insertion order = recency
-            newest[key] = file_action
+    commits = list(commits)
+    version = commits[-1][0] if commits else base.version
+    folded = fold_actions(
+        [actions for _, actions in commits],
+        protocol=base.protocol,
+        metadata=base.metadata,
+        txns=base.txns,
+        domains=base.domain_actions,
+    )
+    protocol, metadata, txns, domains = (
+        folded.protocol,
+        folded.metadata,
+        folded.txns,
+        folded.domains,
+    )
+    newest = folded.newest
     if not newest:
         return TableState(
             version,

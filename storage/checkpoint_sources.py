@@ -60,12 +60,8 @@ from protocol.actions import (
     AddFile,
     CheckpointMetadata,
     CommitInfo,
-    DomainMetadata,
-    Metadata,
-    Protocol,
     RemoveFile,
     Sidecar,
-    Txn,
     parse_actions,
     serialize_actions,
 )
@@ -93,7 +89,6 @@ from protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     FileKey,
-    action_key,
     conform_table,
     table_keys,
 )
@@ -106,7 +101,7 @@ from protocol.file_names import (
 )
 from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from protocol.log_segment import CheckpointRef, build_log_segment
-from protocol.reconciliation import TableState, apply_commits
+from protocol.reconciliation import TableState, apply_commits, fold_actions
 from storage.checkpoint_writer import parquet_write_options
 from storage.log_reader import (
     NON_FILE_COLUMNS,
@@ -1060,28 +1055,14 @@ def compacted_actions(commits: Sequence[Sequence[Action]]) -> list[Action]:
     ``remove`` / ``add`` per logical file (tombstones kept: they cancel adds
     before the range). ``commitInfo`` and ``cdc`` are dropped.
     """
-    protocol: Protocol | None = None
-    metadata: Metadata | None = None
-    txns: dict[str, Txn] = {}
-    domains: dict[str, DomainMetadata] = {}
-    newest: dict[FileKey, AddFile | RemoveFile] = {}
-    for actions in commits:
-        removes = [a for a in actions if isinstance(a, RemoveFile)]
-        adds = [a for a in actions if isinstance(a, AddFile)]
-        for action in actions:
-            if isinstance(action, Protocol):
-                protocol = action
-            elif isinstance(action, Metadata):
-                metadata = action
-            elif isinstance(action, Txn):
-                txns[action.app_id] = action
-            elif isinstance(action, DomainMetadata):
-                domains[action.domain] = action
-        ordered: list[AddFile | RemoveFile] = [*removes, *adds]
-        for file_action in ordered:
-            key = action_key(file_action)
-            newest.pop(key, None)
-            newest[key] = file_action
+    folded = fold_actions(commits)
+    protocol, metadata, txns, domains = (
+        folded.protocol,
+        folded.metadata,
+        folded.txns,
+        folded.domains,
+    )
+    newest = folded.newest
     out: list[Action] = []
     if protocol is not None:
         out.append(protocol)
