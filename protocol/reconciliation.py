@@ -40,6 +40,7 @@ from protocol.actions import (
     RemoveFile,
     Txn,
 )
+from protocol.errors import MissingMetadataError, MissingProtocolError
 from protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
@@ -54,6 +55,7 @@ from protocol.file_actions import (
     table_keys,
 )
 from protocol.path_index import PathIndex
+from protocol.table_configuration import TableConfiguration
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,15 @@ class TableHead:
     def domains(self) -> dict[str, DomainMetadata]:
         """Live metadata domains (tombstoned ones hidden)."""
         return {k: d for k, d in self.domain_actions.items() if not d.removed}
+
+    @property
+    def table_configuration(self) -> TableConfiguration:
+        """The validated protocol + metadata (raises if either is missing)."""
+        if self.protocol is None:
+            raise MissingProtocolError(f"no protocol action at v{self.version}")
+        if self.metadata is None:
+            raise MissingMetadataError(f"no metadata action at v{self.version}")
+        return TableConfiguration(self.protocol, self.metadata)
 
 
 @dataclass(frozen=True)

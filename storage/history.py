@@ -15,7 +15,6 @@ from typing import Any
 
 from protocol.commit_timestamps import CommitTimestamp, monotonize
 from protocol.file_names import LogFileKind
-from protocol.table_configuration import TableConfiguration
 from storage.log_reader import first_commit_info
 from storage.log_store import LogStore, log_store_for
 from storage.snapshot import load_head_from_store
@@ -43,8 +42,7 @@ def history_from_store(
     """Each shown commit is read once: its ``commitInfo`` gives the in-commit
     timestamp; file times (monotonized over the whole listing) cover the rest."""
     latest = load_head_from_store(uri, store)
-    assert latest.protocol is not None and latest.metadata is not None  # checked there
-    config = TableConfiguration(latest.protocol, latest.metadata)
+    config = latest.table_configuration
     enablement = (config.in_commit_timestamp_enablement or (0, 0))[0]
     listing = store.list_from(0)
     published = [

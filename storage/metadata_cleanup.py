@@ -54,7 +54,6 @@ from protocol.file_names import (
 )
 from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from protocol.log_segment import CheckpointRef
-from protocol.table_configuration import TableConfiguration
 from protocol.table_features import CHECKPOINT_PROTECTION
 from storage.checkpoint_writer import read_checkpoint_sidecars, write_v2_checkpoint
 from storage.log_reader import read_parquet_actions, sidecar_path
@@ -232,8 +231,7 @@ def cleanup_metadata(
     store = store or log_store_for(uri, storage_options)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     head = load_head_from_store(uri, store)
-    assert head.protocol is not None and head.metadata is not None  # checked there
-    config = TableConfiguration(head.protocol, head.metadata)
+    config = head.table_configuration
     config.ensure_writable()
     retention = config.log_retention_ms if retention_ms is None else retention_ms
     base: dict[str, Any] = {

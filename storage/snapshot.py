@@ -225,14 +225,28 @@ def load_table_head(
 
 
 def load_head_from_store(uri: str, store: LogStore, *, version: int | None = None) -> TableHead:
+    listing = _listing(uri, store)
+    return _load_head(uri, store, listing, _read_last_checkpoint(store), version)
+
+
+def _listing(uri: str, store: LogStore) -> list[LogFile]:
+    """The whole log listing; a missing or empty log is a table-not-found error."""
     if not store.log_exists():
         raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} does not exist")
     listing = store.list_from(0)
     if not any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
         raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} holds no commits")
-    segment = build_log_segment(
-        listing, target_version=version, last_checkpoint_hint=_read_last_checkpoint(store)
-    )
+    return listing
+
+
+def _load_head(
+    uri: str,
+    store: LogStore,
+    listing: list[LogFile],
+    hint: LastCheckpointInfo | None,
+    version: int | None,
+) -> TableHead:
+    segment = build_log_segment(listing, target_version=version, last_checkpoint_hint=hint)
     if segment.checkpoint is not None:
         state = checkpoint_head(store, segment.checkpoint.version, segment.checkpoint.files)
     else:
@@ -243,6 +257,13 @@ def load_head_from_store(uri: str, store: LogStore, *, version: int | None = Non
         end = unit.end_version if unit.end_version is not None else unit.require_version()
         batches.append((end, [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]))
     state = apply_commits(state, batches)
+    _check_replayed(uri, state, version)
+    return state.head()
+
+
+def _check_replayed(uri: str, state: TableState, version: int | None) -> None:
+    """The replayed state has a protocol and metadata, is at ``version`` (when
+    asked for one), and its protocol is one we can read."""
     if state.protocol is None:
         raise MissingProtocolError(f"no protocol action found replaying {uri} to v{state.version}")
     if state.metadata is None:
@@ -250,7 +271,6 @@ def load_head_from_store(uri: str, store: LogStore, *, version: int | None = Non
     if version is not None and state.version != version:
         raise VersionNotFoundError(f"version {version} of {uri} cannot be reconstructed")
     ensure_readable(state.protocol)
-    return state.head()
 
 
 def load_snapshot(
@@ -281,31 +301,18 @@ def load_snapshot_from_store(
     version: int | None = None,
     timestamp: int | float | str | datetime | None = None,
 ) -> Snapshot:
-    if not store.log_exists():
-        raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} does not exist")
-    listing = store.list_from(0)
-    if not any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
-        raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} holds no commits")
+    listing = _listing(uri, store)
     hint = _read_last_checkpoint(store)
     if timestamp is not None:
-        latest = load_head_from_store(uri, store)
-        assert latest.protocol is not None and latest.metadata is not None  # checked there
-        target_ms = _parse_timestamp_ms(timestamp)
-        config = TableConfiguration(latest.protocol, latest.metadata)
+        config = _load_head(uri, store, listing, hint, None).table_configuration
         version = version_at_timestamp(
             commit_timestamps(store, listing, config),
-            target_ms,
+            _parse_timestamp_ms(timestamp),
             enablement_version=(config.in_commit_timestamp_enablement or (None, None))[0],
             enablement_timestamp=(config.in_commit_timestamp_enablement or (None, None))[1],
         )
     segment = build_log_segment(listing, target_version=version, last_checkpoint_hint=hint)
     state, commit_infos = replay_segment(store, segment)
-    if state.protocol is None:
-        raise MissingProtocolError(f"no protocol action found replaying {uri} to v{state.version}")
-    if state.metadata is None:
-        raise MissingMetadataError(f"no metadata action found replaying {uri} to v{state.version}")
-    if version is not None and state.version != version:
-        raise VersionNotFoundError(f"version {version} of {uri} cannot be reconstructed")
-    ensure_readable(state.protocol)
+    _check_replayed(uri, state, version)
     stamp = _version_timestamp(store, listing, segment, state, commit_infos)
     return Snapshot(uri, state, segment, stamp, commit_infos)
