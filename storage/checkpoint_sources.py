@@ -108,6 +108,7 @@ from storage.log_reader import (
     CheckpointContents,
     _parquet_columns,
     read_commits,
+    read_rows_of_columns,
     sidecar_path,
 )
 from storage.log_store import LogStore
@@ -275,29 +276,6 @@ def _parquet_has_rows(path: str, store: LogStore, column: str) -> bool:
     return bool(table.num_rows) and table.column(0).null_count < table.num_rows
 
 
-def _row_groups_with_rows(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[int]:
-    """Row groups where some leaf of the top-level ``columns`` is not all null.
-
-    Every non-file action has a required field, so a row group whose leaves
-    of that column are all null (per the footer's statistics) holds none of
-    it and is not read: a classic checkpoint's million ``add`` rows cost
-    footer bytes only. A row group without statistics is read.
-    """
-    wanted = set(columns)
-    groups: list[int] = []
-    for index in range(metadata.num_row_groups):
-        group = metadata.row_group(index)
-        for position in range(group.num_columns):
-            chunk = group.column(position)
-            if chunk.path_in_schema.split(".", 1)[0] not in wanted:
-                continue
-            stats = chunk.statistics
-            if stats is None or not stats.has_null_count or stats.null_count < chunk.num_values:
-                groups.append(index)
-                break
-    return groups
-
-
 def _describe_checkpoint(
     store: LogStore, ref: CheckpointRef
 ) -> tuple[PreviousCheckpoint, list[Action]]:
@@ -313,13 +291,9 @@ def _describe_checkpoint(
                 [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]
             )
         else:
-            with store.fs.open(path, "rb") as handle:
-                parquet = pq.ParquetFile(handle)
-                wanted = (*NON_FILE_COLUMNS, "sidecar")
-                columns = _parquet_columns(parquet.schema_arrow, wanted)
-                groups = _row_groups_with_rows(parquet.metadata, wanted)
-                if groups:
-                    contents.add_parquet_table(parquet.read_row_groups(groups, columns=columns))
+            contents.add_parquet_table(
+                read_rows_of_columns(store, path, (*NON_FILE_COLUMNS, "sidecar"))
+            )
     actions = contents.non_file_actions
     v2 = any(isinstance(a, CheckpointMetadata) for a in actions)
     if v2 and not embedded:
