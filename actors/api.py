@@ -397,15 +397,8 @@ class Table:
         partition columns, ``appendOnly``...), in one round trip. Pass the same
         ``txn_id`` again after a lost reply to get the same version back.
         """
-        request = CommitRequest(
-            txn_id=txn_id or str(uuid.uuid4()),
-            read_set=ReadSet(read_version=None),
-            actions=tuple(files),
-            operation=operation,
-            operation_parameters={"mode": "Append", **dict(operation_parameters or {})},
-            commit_time_ms=int(time.time() * 1000),
-        )
-        return Table._check(self._call("commit", request))
+        parameters = {"mode": "Append", **dict(operation_parameters or {})}
+        return self._commit_unread(files, operation, parameters, txn_id=txn_id)
 
     def record_operation(
         self,
@@ -420,12 +413,24 @@ class Table:
         info = CommitInfo.model_validate(
             {"operationMetrics": {k: str(v) for k, v in (metrics or {}).items()}}
         )
+        return self._commit_unread((info,), operation, dict(parameters or {}))
+
+    def _commit_unread(
+        self,
+        actions: Sequence[Action],
+        operation: str,
+        parameters: dict[str, Any],
+        *,
+        txn_id: str | None = None,
+    ) -> int:
+        """Commit ``actions`` that depend on nothing read (no read version: one
+        round trip, judged against the table as it is at commit time)."""
         request = CommitRequest(
-            txn_id=str(uuid.uuid4()),
+            txn_id=txn_id or str(uuid.uuid4()),
             read_set=ReadSet(read_version=None),
-            actions=(info,),
+            actions=tuple(actions),
             operation=operation,
-            operation_parameters=dict(parameters or {}),
+            operation_parameters=parameters,
             commit_time_ms=int(time.time() * 1000),
         )
         return Table._check(self._call("commit", request))
