@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -68,9 +69,18 @@ def test_a_restarted_actor_serves_a_new_channel(new_table: NewTable, make_add: M
     table.append(make_add(f"date={P1}/a.parquet"))
     before = ray.get(table.actor.channel_address.remote())
     ray.kill(table.actor, no_restart=False)
-    assert table.append(make_add(f"date={P1}/b.parquet")) == 2
-    after = ray.get(table.actor.channel_address.remote())
+    # ray.kill only asks: the old process may answer a little longer, so wait
+    # until the restarted incarnation answers (it serves a channel of its own)
+    deadline = time.monotonic() + 60
+    after = before
+    while after.token == before.token and time.monotonic() < deadline:
+        time.sleep(0.05)
+        after = ray.get(table.actor.channel_address.remote())
     assert after is not None and after.token != before.token
+    # the handle's connection was to the dead process: the call goes through Ray,
+    # and the next one opens a channel to the new incarnation
+    assert table.append(make_add(f"date={P1}/b.parquet")) == 2
+    assert table.version() == 2 and channel_of(table) is not None
     assert table.snapshot().num_files == 2
 
 
