@@ -1,15 +1,13 @@
-"""Ray actors and the public API of deltaray.
+"""raydelta's Ray actors: one class per responsibility.
 
->>> from actors import create_table, open_table   # doctest: +SKIP
+- :mod:`raydelta.actors.table_actor`: ``TableActor``, one per table, owns its history;
+- :mod:`raydelta.actors.checkpoint_actor`: ``CheckpointActor``, builds checkpoints;
+- :mod:`raydelta.actors.cleanup_actor`: ``CleanupActor``, metadata cleanup and VACUUM;
+- :mod:`raydelta.actors.client`: ``TableClient`` and ``Transaction``, the
+  log-level handle on a ``TableActor``;
+- :mod:`raydelta.actors.cluster`: the namespace, Ray start-up and actor lookup.
+
+Actor handles are a public layer (``raydelta.Table.actor`` and friends):
+their methods take and return the typed events of
+:mod:`raydelta.protocol.events`.
 """
-
-from actors.api import (
-    Table,
-    Transaction,
-    create_table,
-    normalize_uri,
-    open_table,
-    release_table,
-)
-
-__all__ = ["Table", "Transaction", "create_table", "normalize_uri", "open_table", "release_table"]

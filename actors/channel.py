@@ -19,7 +19,7 @@ Invariants:
   token, which a client learns through a Ray call; frames are pickled, as
   Ray's own are, and never carry file tables (``state`` and ``snapshot``
   stay on Ray, whose Arrow serialization ships only the live slices).
-- ``DELTARAY_CHANNEL=0`` turns the channel off (Ray only).
+- ``RAYDELTA_CHANNEL=0`` turns the channel off (Ray only).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 CHANNEL_METHODS = frozenset({"commit", "create", "head", "tail", "version", "ping"})
 """The actor methods a channel carries: small replies, read-only or idempotent."""
 
-CHANNEL_ENV = "DELTARAY_CHANNEL"
+CHANNEL_ENV = "RAYDELTA_CHANNEL"
 CONNECT_TIMEOUT_S = 2.0
 _HEADER = struct.Struct(">I")
 _OK = b"ok"
@@ -114,7 +114,7 @@ class ChannelServer:
         port = self._server.server_address[1]
         self.address = ChannelAddress(host, int(port), token)
         thread = threading.Thread(
-            target=self._server.serve_forever, name="deltaray-channel", daemon=True
+            target=self._server.serve_forever, name="raydelta-channel", daemon=True
         )
         thread.start()
 

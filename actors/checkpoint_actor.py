@@ -1,18 +1,18 @@
 """``CheckpointActor``: checkpoints built in parallel Ray tasks, on policy and on demand.
 
 One named, detached, restartable actor per table (``checkpoint:<uri>`` in
-the ``deltaray`` namespace), subscribed to the table's ``TableActor``
+the ``raydelta`` namespace), subscribed to the table's ``TableActor``
 (:func:`ensure_checkpointer`). It checkpoints every
 ``delta.checkpointInterval`` commits (default 10) when a
-:class:`~protocol.events.CommitPublished` says a version is durable
+:class:`~raydelta.protocol.events.CommitPublished` says a version is durable
 (``published``), on demand (:meth:`CheckpointActor.checkpoint`), and from a
-Ray job (:mod:`actors.checkpoint_job`). ``deltaray.compactionInterval = k``
+Ray job (:mod:`raydelta.actors.checkpoint_job`). ``raydelta.compactionInterval = k``
 (optional) also writes a log compaction file for every ``k`` commits.
 
 How a checkpoint of version ``v`` is built (:class:`CheckpointRunner`):
 
 - The actor reads only what is not a file action
-  (:func:`storage.checkpoint_sources.read_log_delta`): the previous
+  (:func:`raydelta.storage.checkpoint_sources.read_log_delta`): the previous
   checkpoint's non-file rows and the commits since it, i.e. the table's
   head plus the newest action of every file those commits touched.
 - Tables without ``v2Checkpoint`` get a classic single-file V1 checkpoint
@@ -33,7 +33,7 @@ How a checkpoint of version ``v`` is built (:class:`CheckpointRunner`):
   reading it. Actions on keys no sidecar holds (new files) go to one small
   overflow sidecar (at most ``target / 4`` actions, then folded into the
   shards). Every other sidecar is reused as it is
-  (:func:`storage.checkpoint_sources.plan_aligned`).
+  (:func:`raydelta.storage.checkpoint_sources.plan_aligned`).
 
 Invariants:
 - Order of publication: every sidecar exists before the top-level file is
@@ -52,7 +52,7 @@ Invariants:
   and newer than the last checkpoint.
 - Progress: :meth:`CheckpointActor.progress` while running, a text progress
   line on stderr (the actor's log), Ray metrics
-  ``deltaray_checkpoint_shards_done`` / ``deltaray_checkpoint_bytes_written``.
+  ``raydelta_checkpoint_shards_done`` / ``raydelta_checkpoint_bytes_written``.
 """
 
 from __future__ import annotations
@@ -72,27 +72,28 @@ import pyarrow as pa
 import ray
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors.faults import crash_point
-from protocol.actions import Metadata, Protocol, Sidecar
-from protocol.checkpoint_plan import (
+from raydelta.actors.cluster import checkpoint_actor_name, normalize_uri, start_actor
+from raydelta.actors.faults import crash_point
+from raydelta.protocol.actions import Metadata, Protocol, Sidecar
+from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
     ShardWork,
     choose_num_shards,
     sidecar_counts,
     table_configuration,
 )
-from protocol.checkpoint_schema import CheckpointLayout
-from protocol.errors import CheckpointWriteError, DeltaError
-from protocol.events import CommitPublished
-from protocol.file_names import (
+from raydelta.protocol.checkpoint_schema import CheckpointLayout
+from raydelta.protocol.errors import CheckpointWriteError, RaydeltaError
+from raydelta.protocol.events import CommitPublished
+from raydelta.protocol.file_names import (
     LAST_CHECKPOINT_NAME,
     classic_checkpoint_name,
     uuid_checkpoint_name,
 )
-from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
-from protocol.table_configuration import TableConfiguration
-from protocol.table_features import V2_CHECKPOINT
-from storage.checkpoint_sources import (
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_features import V2_CHECKPOINT
+from raydelta.storage.checkpoint_sources import (
     AlignedSidecars,
     LogDelta,
     SourcePiece,
@@ -120,17 +121,16 @@ from storage.checkpoint_sources import (
     write_log_compaction,
     write_v1_streaming,
 )
-from storage.checkpoint_writer import (
+from raydelta.storage.checkpoint_writer import (
     write_last_checkpoint,
     write_shard_sidecar,
     write_sidecar,
     write_v2_checkpoint,
 )
-from storage.log_reader import sidecar_path
-from storage.log_store import LogStore, log_store_for
+from raydelta.storage.log_reader import sidecar_path
+from raydelta.storage.log_store import LogStore, log_store_for
 
-NAMESPACE = "deltaray"
-COMPACTION_INTERVAL = "deltaray.compactionInterval"
+COMPACTION_INTERVAL = "raydelta.compactionInterval"
 """Table property: write ``<v-k+1>.<v>.compacted.json`` after every ``k`` commits."""
 
 SHARD_TASK_FAULT = "shard_task"
@@ -145,8 +145,7 @@ Trigger = Literal["demand", "policy", "job"]
 logger = logging.getLogger(__name__)
 
 
-def actor_name(table_uri: str) -> str:
-    return f"checkpoint:{table_uri}"
+actor_name = checkpoint_actor_name
 
 
 # --- results -----------------------------------------------------------------------------
@@ -177,7 +176,7 @@ class TaskReport(_Model):
 
 
 class CheckpointSummary(_Model):
-    """The outcome of one checkpoint (what ``deltaray checkpoint --json`` prints)."""
+    """The outcome of one checkpoint (what ``raydelta checkpoint --json`` prints)."""
 
     table_uri: str = Field(alias="tableUri")
     version: int
@@ -404,7 +403,7 @@ def _write_overflow(
     now_ms: int,
     tombstone_cutoff_ms: int,
 ) -> ShardResult:
-    """Write the overflow sidecar (see :class:`storage.checkpoint_sources.AlignedPlan`)."""
+    """Write the overflow sidecar (see :class:`raydelta.storage.checkpoint_sources.AlignedPlan`)."""
     start = time.perf_counter()
     store = log_store_for(table_uri, storage_options)
     layout = CheckpointLayout.for_table(TableConfiguration(protocol, metadata))
@@ -507,12 +506,12 @@ class _Metrics:
             from ray.util.metrics import Counter
 
             self._shards = Counter(
-                "deltaray_checkpoint_shards_done",
+                "raydelta_checkpoint_shards_done",
                 description="Checkpoint sidecars written or reused.",
                 tag_keys=("table",),
             )
             self._bytes = Counter(
-                "deltaray_checkpoint_bytes_written",
+                "raydelta_checkpoint_bytes_written",
                 description="Bytes of checkpoint files written.",
                 tag_keys=("table",),
             )
@@ -1073,7 +1072,7 @@ class CheckpointActor:
         self._last_event = max(self._last_event, event.version)
         try:
             config = self._configuration(event)
-        except DeltaError:
+        except RaydeltaError:
             logger.warning("cannot read the configuration of %s", self._uri, exc_info=True)
             return
         compaction = _compaction_interval(config)
@@ -1097,7 +1096,7 @@ class CheckpointActor:
             return
         try:
             name = write_log_compaction(log_store_for(self._uri, self._storage_options), start, end)
-        except DeltaError as exc:
+        except RaydeltaError as exc:
             self._errors.append(f"compaction [{start}, {end}]: {type(exc).__name__}: {exc}")
             return
         if name is not None:
@@ -1133,21 +1132,17 @@ def checkpoint_actor(
     runtime_env: dict[str, Any] | None = None,
 ) -> Any:
     """The table's ``CheckpointActor`` (created if none runs; ``table_uri`` normalized)."""
-    from actors.api import _ensure_ray, normalize_uri
-
-    _ensure_ray()
     uri = normalize_uri(table_uri)
-    options: dict[str, Any] = {
-        "name": actor_name(uri),
-        "namespace": NAMESPACE,
-        "lifetime": "detached",
-        "get_if_exists": True,
-        "max_concurrency": MAX_CONCURRENCY,
-    }
+    options: dict[str, Any] = {"max_concurrency": MAX_CONCURRENCY}
     if runtime_env is not None:
         options["runtime_env"] = runtime_env
-    return CheckpointActor.options(**options).remote(  # type: ignore[attr-defined]
-        uri, storage_options, target_actions_per_sidecar
+    return start_actor(
+        CheckpointActor,
+        actor_name(uri),
+        uri,
+        storage_options,
+        target_actions_per_sidecar,
+        options=options,
     )
 
 
@@ -1159,7 +1154,7 @@ def ensure_checkpointer(
 ) -> Any:
     """Start (or find) ``table``'s ``CheckpointActor`` and subscribe it to its commits.
 
-    ``table`` is an :class:`actors.api.Table`. Returns the actor handle.
+    ``table`` is an :class:`raydelta.actors.client.Table`. Returns the actor handle.
     """
     handle = checkpoint_actor(
         table.uri,

@@ -1,11 +1,11 @@
-"""Checkpoint a table from a Ray job (or any driver): ``python -m actors.checkpoint_job URI``.
+"""Checkpoint a table from a Ray job: ``python -m raydelta.actors.checkpoint_job URI``.
 
-``ray job submit -- python -m actors.checkpoint_job s3://bucket/table --v2``
+``ray job submit -- python -m raydelta.actors.checkpoint_job s3://bucket/table --v2``
 runs it on a cluster: it connects to the cluster the job runs in (a local
 one is started when none is reachable), asks the table's ``CheckpointActor``
 for the checkpoint (so it never races the actor's own policy checkpoints),
 prints progress lines on stderr while the shard tasks run, and a summary
-on stdout (one JSON document with ``--json``). ``deltaray checkpoint`` is
+on stdout (one JSON document with ``--json``). ``raydelta checkpoint`` is
 the same command.
 
 Exit codes: 0 done; 1 a Delta error (stderr starts with its class name);
@@ -21,11 +21,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from protocol.errors import DeltaError
+from raydelta.protocol.errors import RaydeltaError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options shared by ``deltaray checkpoint`` and this module."""
+    """The options shared by ``raydelta checkpoint`` and this module."""
     parser.add_argument("uri", help="table URI or local path")
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument(
@@ -81,10 +81,10 @@ def run_checkpoint(
     """
     import ray
 
-    from actors.api import _ensure_ray, normalize_uri
-    from actors.checkpoint_actor import checkpoint_actor
+    from raydelta.actors.checkpoint_actor import checkpoint_actor
+    from raydelta.actors.cluster import ensure_ray, normalize_uri
 
-    _ensure_ray()
+    ensure_ray()
     handle = checkpoint_actor(normalize_uri(uri))
     ref = handle.checkpoint.remote(
         version,
@@ -119,7 +119,7 @@ def run_checkpoint(
         if shown and interactive:  # the error message starts a clean line
             sys.stderr.write("\r" + " " * len(last_line) + "\r")
         cause = getattr(exc, "cause", None)
-        if isinstance(cause, (DeltaError, ValueError, FileNotFoundError)):
+        if isinstance(cause, (RaydeltaError, ValueError, FileNotFoundError)):
             raise cause from None
         raise
     if shown or (progress and not interactive):
@@ -158,9 +158,9 @@ def command(args: argparse.Namespace, *, trigger: str = "job") -> int:
     Progress lines go to stderr when ``--progress`` is given, or by default
     when stderr is a terminal (updated in place) or when run as a job
     (``trigger="job"``: job logs are where progress is watched). The
-    ``deltaray`` CLI otherwise keeps stderr for the error line only.
+    ``raydelta`` CLI otherwise keeps stderr for the error line only.
     """
-    from actors.cli import resolve_uri
+    from raydelta.cli import resolve_uri
 
     progress = args.progress
     if progress is None:
@@ -181,13 +181,13 @@ def command(args: argparse.Namespace, *, trigger: str = "job") -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m actors.checkpoint_job", description=__doc__.split("\n\n")[0]
+        prog="python -m raydelta.actors.checkpoint_job", description=__doc__.split("\n\n")[0]
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         return command(args)
-    except DeltaError as exc:
+    except RaydeltaError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1
     except (FileNotFoundError, ValueError) as exc:

@@ -1,7 +1,7 @@
 """``CleanupActor``: metadata cleanup and VACUUM for one table, on policy and on demand.
 
 One named (``cleanup:<uri>``), detached, restartable actor per table in the
-``deltaray`` namespace, taking no CPU slot. :func:`ensure_cleaner` gets or
+``raydelta`` namespace, taking no CPU slot. :func:`ensure_cleaner` gets or
 starts it and subscribes it to the table's ``TableActor``.
 
 Invariants:
@@ -14,8 +14,8 @@ Invariants:
   event after a (re)start always checks, so a run cut short by a crash is
   finished by the next one. A failing policy run is logged, never raised
   into the ``TableActor``.
-- Crash safety comes from :mod:`storage.metadata_cleanup` and
-  :mod:`storage.vacuum` (every intermediate state is a valid table); the
+- Crash safety comes from :mod:`raydelta.storage.metadata_cleanup` and
+  :mod:`raydelta.storage.vacuum` (every intermediate state is a valid table); the
   crash-once points ``mid_cleanup`` and ``mid_vacuum`` fire after the first
   deletion. ``max_task_retries=-1`` makes Ray rerun an interrupted call on the
   restarted actor, and the rerun completes the work.
@@ -36,15 +36,16 @@ from typing import Any
 import pyarrow.compute as pc
 import ray
 
-from actors.faults import crash_point
-from protocol.errors import DeltaError
-from protocol.events import CommitPublished
-from protocol.file_names import LAST_CHECKPOINT_NAME
-from protocol.last_checkpoint import parse_last_checkpoint
-from protocol.table_configuration import parse_interval_ms
-from storage.log_store import LogStore, log_store_for
-from storage.metadata_cleanup import MetadataCleanupReport, cleanup_metadata
-from storage.vacuum import (
+from raydelta.actors.cluster import cleanup_actor_name, start_actor
+from raydelta.actors.faults import crash_point
+from raydelta.protocol.errors import RaydeltaError
+from raydelta.protocol.events import CommitPublished
+from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME
+from raydelta.protocol.last_checkpoint import parse_last_checkpoint
+from raydelta.protocol.table_configuration import parse_interval_ms
+from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.metadata_cleanup import MetadataCleanupReport, cleanup_metadata
+from raydelta.storage.vacuum import (
     DirectoryListing,
     Lister,
     VacuumPlan,
@@ -54,7 +55,6 @@ from storage.vacuum import (
     vacuum,
 )
 
-NAMESPACE = "deltaray"
 PARALLEL_LISTING_MIN_FILES = 50_000
 """Tables with at least this many files (live + tombstones) are listed by Ray tasks."""
 PARALLEL_LISTING_MIN_CPUS = 4
@@ -65,8 +65,7 @@ TASKS_PER_CPU = 2
 logger = logging.getLogger(__name__)
 
 
-def actor_name(table_uri: str) -> str:
-    return f"cleanup:{table_uri}"
+actor_name = cleanup_actor_name
 
 
 @ray.remote
@@ -82,7 +81,7 @@ def _list_prefixes(
 
 
 def ray_lister(uri: str, storage_options: dict[str, Any] | None, *, tasks: int) -> Lister:
-    """A :data:`storage.vacuum.Lister` that fans the top-level directories out to Ray tasks."""
+    """A :data:`raydelta.storage.vacuum.Lister` fanning top-level directories out to Ray tasks."""
 
     def lister(
         store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
@@ -168,7 +167,7 @@ class CleanupActor:
         self._status = {"state": state, "stage": "starting", "done": 0, "total": 0, "since": since}
 
     def _record_vacuum_start(self, plan: VacuumPlan, default_retention_ms: int) -> None:
-        from actors.api import open_table
+        from raydelta.actors.client import open_table
 
         open_table(self._uri, storage_options=self._storage_options).record_operation(
             "VACUUM START",
@@ -184,7 +183,7 @@ class CleanupActor:
         )
 
     def _record_vacuum_end(self, report: VacuumReport) -> None:
-        from actors.api import open_table
+        from raydelta.actors.client import open_table
 
         open_table(self._uri, storage_options=self._storage_options).record_operation(
             "VACUUM END",
@@ -224,7 +223,7 @@ class CleanupActor:
             return
         try:
             self.cleanup()
-        except DeltaError:
+        except RaydeltaError:
             logger.warning(
                 "metadata cleanup of %s after a checkpoint failed", self._uri, exc_info=True
             )
@@ -261,12 +260,12 @@ class CleanupActor:
         force: bool = False,
         parallel: bool | None = None,
     ) -> VacuumReport:
-        """VACUUM now (see :func:`storage.vacuum.vacuum`). ``parallel`` forces the
+        """VACUUM now (see :func:`raydelta.storage.vacuum.vacuum`). ``parallel`` forces the
         Ray-task listing on (True) or off (False); by default large tables on
         clusters of 4+ CPUs use it (full mode only: lite mode lists nothing)."""
         self._begin("vacuum")
         try:
-            from storage.snapshot import load_snapshot_from_store
+            from raydelta.storage.snapshot import load_snapshot_from_store
 
             self._set_stage("loading snapshot", 0, 0)
             snapshot = load_snapshot_from_store(self._uri, self._store)
@@ -312,30 +311,29 @@ def ensure_cleaner(
 ) -> Any:
     """The table's ``CleanupActor`` (started if none runs), subscribed to its commits.
 
-    ``table`` is an :class:`actors.api.Table` or a URI. ``runtime_env`` and
+    ``table`` is an :class:`raydelta.actors.client.Table` or a URI. ``runtime_env`` and
     ``parallel_listing_min_files`` apply only when the actor is started here.
 
     >>> cleaner = ensure_cleaner(open_table("/tmp/events"))          # doctest: +SKIP
     >>> ray.get(cleaner.vacuum.remote(dry_run=True)).files            # doctest: +SKIP
     """
-    from actors.api import Table, _ensure_ray, open_table
+    from raydelta.actors.client import TableClient, open_table
 
-    _ensure_ray()
-    handle_table: Table = (
-        table if isinstance(table, Table) else open_table(table, storage_options=storage_options)
+    handle_table: TableClient = (
+        table
+        if isinstance(table, TableClient)
+        else open_table(table, storage_options=storage_options)
     )
-    options: dict[str, Any] = {
-        "name": actor_name(handle_table.uri),
-        "namespace": NAMESPACE,
-        "lifetime": "detached",
-        "get_if_exists": True,
-    }
+    options: dict[str, Any] = {}
     if runtime_env is not None:
         options["runtime_env"] = runtime_env
-    cleaner = CleanupActor.options(**options).remote(  # type: ignore[attr-defined]
+    cleaner = start_actor(
+        CleanupActor,
+        actor_name(handle_table.uri),
         handle_table.uri,
         storage_options or handle_table.storage_options,
         parallel_listing_min_files=parallel_listing_min_files,
+        options=options,
     )
     if subscribe:
         ray.get(handle_table.actor.subscribe.remote(actor_name(handle_table.uri), cleaner))

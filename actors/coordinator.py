@@ -35,8 +35,8 @@ from functools import cached_property
 from itertools import islice
 from typing import Any
 
-from actors.faults import crash_point
-from protocol.actions import (
+from raydelta.actors.faults import crash_point
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -46,8 +46,8 @@ from protocol.actions import (
     parse_actions,
     serialize_actions,
 )
-from protocol.commit_rules import validate_commit
-from protocol.conflicts import (
+from raydelta.protocol.commit_rules import validate_commit
+from raydelta.protocol.conflicts import (
     ICT_ENABLEMENT_TIMESTAMP,
     ICT_ENABLEMENT_VERSION,
     ROW_TRACKING_DOMAIN,
@@ -56,15 +56,15 @@ from protocol.conflicts import (
     high_water_mark_of,
     rebase,
 )
-from protocol.errors import (
+from raydelta.protocol.errors import (
     DeltaConcurrentModificationException,
-    DeltaError,
     FileAlreadyExistsError,
+    RaydeltaError,
     TableAlreadyExistsError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from protocol.events import (
+from raydelta.protocol.events import (
     CommitCommitted,
     CommitConflict,
     CommitPublished,
@@ -72,11 +72,11 @@ from protocol.events import (
     CommitReply,
     CommitRequest,
 )
-from protocol.file_names import commit_name
-from protocol.reconciliation import TableHead, TableState, apply_commits
-from protocol.table_configuration import TableConfiguration
-from storage.log_store import LogStore, log_store_for
-from storage.snapshot import Snapshot, load_snapshot_from_store
+from raydelta.protocol.file_names import commit_name
+from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
 
 DEFAULT_WINDOW = 1000
 """Recent commits kept in memory for conflict checks and exactly-once lookups."""
@@ -310,7 +310,7 @@ class CommitCoordinator:
             raise TableAlreadyExistsError(f"a Delta table already exists at {self.table_uri}")
         try:
             after = validate_commit(list(request.actions), is_create=True, final=False)
-        except DeltaError as error:
+        except RaydeltaError as error:
             return CommitRejected.from_exception(request.txn_id, error)
         now = int(time.time() * 1000)
         actions = rebase(
@@ -399,7 +399,7 @@ class CommitCoordinator:
             return CommitConflict.from_exception(request.txn_id, conflict)
         except (TableNotFoundError, VersionNotFoundError):
             raise
-        except DeltaError as error:
+        except RaydeltaError as error:
             return CommitRejected.from_exception(request.txn_id, error)
 
     def _commit(self, request: CommitRequest) -> CommitReply:
@@ -473,7 +473,7 @@ class CommitCoordinator:
                 self.store.put_if_absent(commit_name(version), serialize_actions(actions))
             except FileAlreadyExistsError:
                 if self.catch_up() == 0:
-                    raise DeltaError(
+                    raise RaydeltaError(
                         f"{commit_name(version)} exists but could not be read"
                     ) from None
                 continue
@@ -500,7 +500,7 @@ class CommitCoordinator:
                 "isolationLevel": request.read_set.isolation_level.value,
                 "isBlindAppend": request.is_blind_append,
                 "txnId": request.txn_id,
-                "engineInfo": request.engine_info or "deltaray",
+                "engineInfo": request.engine_info or "raydelta",
             }
         )
         if version > 0 and request.read_set.read_version is not None:

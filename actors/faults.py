@@ -1,6 +1,6 @@
 """Crash-once fault points, for the fault tests of the actors.
 
-A test sets ``DELTARAY_FAULT_FILE`` (e.g. through an actor's
+A test sets ``RAYDELTA_FAULT_FILE`` (e.g. through an actor's
 ``runtime_env``) to a JSON file holding a list of point names; when the
 process reaches a listed point it removes that name from the file (so a
 restarted actor does not crash again) and exits at once with
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 
-FAULT_FILE_ENV = "DELTARAY_FAULT_FILE"
+FAULT_FILE_ENV = "RAYDELTA_FAULT_FILE"
 CRASH_EXIT_CODE = 17
 
 

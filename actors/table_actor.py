@@ -1,8 +1,8 @@
 """``TableActor``: the Ray actor that owns one table's history.
 
-One named, detached, restartable actor per table URI, in the ``deltaray``
+One named, detached, restartable actor per table URI, in the ``raydelta``
 namespace, so a notebook, a Ray job and a Spark driver all reach the same
-one. It wraps a :class:`~actors.coordinator.CommitCoordinator`.
+one. It wraps a :class:`~raydelta.actors.coordinator.CommitCoordinator`.
 
 Invariants:
 - Method calls run one at a time (a synchronous actor), which is what turns
@@ -12,7 +12,7 @@ Invariants:
   flight; the coordinator's ``txnId`` check makes the retry exactly-once.
 - Every version the actor learns of (its own commits, and commits other
   engines wrote, picked up by ``catch_up``) is published once, in order, as a
-  :class:`~protocol.events.CommitPublished`, fire-and-forget: a slow or dead
+  :class:`~raydelta.protocol.events.CommitPublished`, fire-and-forget: a slow or dead
   subscriber never delays or fails a commit. Subscriptions (and the version
   each started after) live in the cluster's GCS key-value store, so a
   restarted actor still has them; before serving anything it asks each
@@ -21,7 +21,7 @@ Invariants:
   without ``last_seen_version`` gets the latest commit again instead. Delivery
   is at least once: subscribers must be idempotent.
 - Its hot, small methods are also served over a direct socket (see
-  :mod:`actors.channel`); one lock makes those calls and the Ray method calls
+  :mod:`raydelta.actors.channel`); one lock makes those calls and the Ray method calls
   one serial stream.
 - It takes no CPU slot (``num_cpus=0``): a table actor is mostly I/O and
   must not starve the tasks that do the heavy work.
@@ -38,19 +38,18 @@ from typing import Any, TypeVar
 
 import ray
 
-from actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer, channel_enabled
-from actors.coordinator import CommitCoordinator
-from protocol.actions import Action
-from protocol.errors import VersionNotFoundError
-from protocol.events import CommitReply, CommitRequest
-from protocol.reconciliation import TableHead, TableState
+from raydelta.actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer, channel_enabled
+from raydelta.actors.cluster import NAMESPACE, table_actor_name
+from raydelta.actors.coordinator import CommitCoordinator
+from raydelta.protocol.actions import Action
+from raydelta.protocol.errors import VersionNotFoundError
+from raydelta.protocol.events import CommitReply, CommitRequest
+from raydelta.protocol.reconciliation import TableHead, TableState
 
-NAMESPACE = "deltaray"
 logger = logging.getLogger(__name__)
 
 
-def actor_name(table_uri: str) -> str:
-    return f"table:{table_uri}"
+actor_name = table_actor_name
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,7 +71,7 @@ def _serial(method: F) -> F:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class TableActor:
-    """See the module docstring. Create through :func:`actors.api.open_table`."""
+    """See the module docstring. Create through :func:`raydelta.actors.client.open_table`."""
 
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         self._lock = threading.RLock()

@@ -6,7 +6,7 @@ of ``--files`` adds at version 10, then ``--commits`` commits of 10 adds and
 5 removes). Every run works on a fresh copy of the table's log and runs in
 its own fresh process:
 
-- ours (``deltaray-v2``): the table's ``CheckpointActor`` writes a
+- ours (``raydelta-v2``): the table's ``CheckpointActor`` writes a
   UUID-named V2 checkpoint whose file actions are in sidecars of 50,000
   actions, each written by its own Ray task. The copy gets one more commit
   first (untimed) that turns on ``v2Checkpoint`` and ``checkpointPolicy=v2``.
@@ -14,7 +14,7 @@ its own fresh process:
   with the local Ray cluster (2 CPUs) started, the actor running and two
   task workers warm (a long-lived cluster's steady state). The cluster
   start is reported apart (``setup``).
-- ours (``deltaray-v1``): the same actor writing a classic V1 checkpoint of
+- ours (``raydelta-v1``): the same actor writing a classic V1 checkpoint of
   the unmodified table (one streaming task), for an apples-to-apples check.
 - peer (``delta-rs``): ``DeltaTable(path).create_checkpoint()`` on a copy of
   the unmodified table (a classic checkpoint).
@@ -50,8 +50,8 @@ from benchmarks.common import Measurement, measure_once, print_ratio, write_resu
 NAME = "checkpoint"
 GOAL_VS_PEER = 0.5
 GOAL_VS_LIMIT = 2.0
-TABLE_ENV = "DELTARAY_BENCH_TABLE"
-WORK_DIR = Path(tempfile.gettempdir()) / "deltaray-bench-checkpoint"
+TABLE_ENV = "RAYDELTA_BENCH_TABLE"
+WORK_DIR = Path(tempfile.gettempdir()) / "raydelta-bench-checkpoint"
 
 
 # --- preparing copies (parent process) ----------------------------------------------------
@@ -69,9 +69,15 @@ def copy_table(source: Path, target: Path, *, v2: bool) -> Path:
 
 def enable_v2_checkpoints(root: Path) -> int:
     """Append a commit upgrading the protocol to ``v2Checkpoint``; its version."""
-    from protocol.actions import CommitInfo, Metadata, Protocol, parse_actions, serialize_actions
-    from protocol.file_names import commit_name
-    from protocol.table_features import upgrade_protocol
+    from raydelta.protocol.actions import (
+        CommitInfo,
+        Metadata,
+        Protocol,
+        parse_actions,
+        serialize_actions,
+    )
+    from raydelta.protocol.file_names import commit_name
+    from raydelta.protocol.table_features import upgrade_protocol
 
     log = root / "_delta_log"
     first = parse_actions((log / commit_name(0)).read_bytes())
@@ -95,7 +101,7 @@ def peak_rss_mb() -> float:
     ``execve`` from the process that started the child, so after a child
     that held a million files every later child would report at least that.
     """
-    from storage.checkpoint_sources import peak_rss_mb as own_peak
+    from raydelta.storage.checkpoint_sources import peak_rss_mb as own_peak
 
     return own_peak()
 
@@ -114,7 +120,7 @@ def start_ray() -> Any:
     ray.init(
         num_cpus=2,
         include_dashboard=False,
-        namespace="deltaray",
+        namespace="raydelta",
         log_to_driver=False,
         configure_logging=False,
     )
@@ -126,8 +132,8 @@ def warm_workers(ray: Any, count: int = 2) -> None:
 
     @ray.remote(num_cpus=1)  # type: ignore[untyped-decorator]
     def warm(seconds: float) -> int:
-        import actors.checkpoint_actor  # noqa: F401
-        import storage.checkpoint_sources  # noqa: F401
+        import raydelta.actors.checkpoint_actor
+        import raydelta.storage.checkpoint_sources  # noqa: F401
 
         time.sleep(seconds)
         return os.getpid()
@@ -141,7 +147,7 @@ def ours_setup() -> None:
     """Cluster, the table's actor, warm workers (untimed)."""
     global _HANDLE
     ray = start_ray()
-    from actors.checkpoint_actor import checkpoint_actor
+    from raydelta.actors.checkpoint_actor import checkpoint_actor
 
     _HANDLE = checkpoint_actor(os.environ[TABLE_ENV])
     ray.get(_HANDLE.ping.remote())
@@ -228,8 +234,8 @@ def pyarrow_setup() -> None:
     import pyarrow as pa
     import pyarrow.parquet
 
-    from protocol.checkpoint_schema import CheckpointLayout
-    from storage.snapshot import load_snapshot
+    from raydelta.protocol.checkpoint_schema import CheckpointLayout
+    from raydelta.storage.snapshot import load_snapshot
 
     snapshot = load_snapshot(os.environ[TABLE_ENV])
     layout = CheckpointLayout.for_table(snapshot.table_configuration)
@@ -256,8 +262,8 @@ def verify_v2(root: str, version: int, expected_files: int) -> dict[str, Any]:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from protocol.file_names import commit_name
-    from storage.snapshot import load_snapshot
+    from raydelta.protocol.file_names import commit_name
+    from raydelta.storage.snapshot import load_snapshot
 
     table = Path(root)
     for v in range(version + 1):
@@ -336,17 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     source, built = cached_table_in_child(params, rebuild=ns.rebuild)
     print(f"table: {source} (v{built['version']}, {built['num_live_files']:,} live files)")
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    labels = ["deltaray-v2", "delta-rs", "pyarrow"] + ([] if ns.no_classic else ["deltaray-v1"])
+    labels = ["raydelta-v2", "delta-rs", "pyarrow"] + ([] if ns.no_classic else ["raydelta-v1"])
     runs: dict[str, list[Measurement]] = {label: [] for label in labels}
     verification: dict[str, Any] | None = None
     for round_index in range(ns.repeat):
         for label in labels:
             target = WORK_DIR / label
-            copy_table(source, target, v2=label == "deltaray-v2")
+            copy_table(source, target, v2=label == "raydelta-v2")
             uri = target.resolve().as_uri()
             env = {TABLE_ENV: uri}
-            if label.startswith("deltaray"):
-                kind = "v2" if label == "deltaray-v2" else "classic"
+            if label.startswith("raydelta"):
+                kind = "v2" if label == "raydelta-v2" else "classic"
                 m = measure_once(
                     "benchmarks.checkpoint:ours_checkpoint",
                     (kind,),
@@ -398,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                 f" load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
-            if label == "deltaray-v2" and verification is None:
+            if label == "raydelta-v2" and verification is None:
                 verification = verify_in_child(
                     target, m.result["version"], int(built["num_live_files"])
                 )
@@ -407,11 +413,11 @@ def main(argv: list[str] | None = None) -> int:
                     print("MISMATCH: the V2 checkpoint does not give the table", file=sys.stderr)
                     return 1
 
-    ours = _summary("deltaray-v2", runs["deltaray-v2"], "driver_seconds")
+    ours = _summary("raydelta-v2", runs["raydelta-v2"], "driver_seconds")
     peer = _summary("delta-rs", runs["delta-rs"])
     limit = _summary("pyarrow", runs["pyarrow"])
     classic = (
-        None if ns.no_classic else _summary("deltaray-v1", runs["deltaray-v1"], "driver_seconds")
+        None if ns.no_classic else _summary("raydelta-v1", runs["raydelta-v1"], "driver_seconds")
     )
     print()
     ratio = print_ratio(
@@ -424,13 +430,13 @@ def main(argv: list[str] | None = None) -> int:
         unit="s",
         goal=GOAL_VS_LIMIT,
     )
-    last = runs["deltaray-v2"][-1].result
+    last = runs["raydelta-v2"][-1].result
     memory = {
         "ours": {
-            "driver": max(r.peak_rss_mb for r in runs["deltaray-v2"]),
-            "actor": max(r.result["memory"]["actor"] for r in runs["deltaray-v2"]),
+            "driver": max(r.peak_rss_mb for r in runs["raydelta-v2"]),
+            "actor": max(r.result["memory"]["actor"] for r in runs["raydelta-v2"]),
             "task_worker_max": max(
-                r.result["memory"]["task_worker_max"] for r in runs["deltaray-v2"]
+                r.result["memory"]["task_worker_max"] for r in runs["raydelta-v2"]
             ),
             "by_task_kind": last["memory"]["by_task_kind"],
             "task_workers_last_run": last["memory"]["task_workers"],
@@ -440,15 +446,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     if classic is not None:
         memory["ours_classic"] = {
-            "driver": max(r.peak_rss_mb for r in runs["deltaray-v1"]),
-            "actor": max(r.result["memory"]["actor"] for r in runs["deltaray-v1"]),
+            "driver": max(r.peak_rss_mb for r in runs["raydelta-v1"]),
+            "actor": max(r.result["memory"]["actor"] for r in runs["raydelta-v1"]),
             "task_worker_max": max(
-                r.result["memory"]["task_worker_max"] for r in runs["deltaray-v1"]
+                r.result["memory"]["task_worker_max"] for r in runs["raydelta-v1"]
             ),
         }
     print(f"peak RSS MB: {json.dumps(memory)}")
     if classic is not None:
-        print(f"deltaray classic V1: {classic['median_s']:.3f} s (median)")
+        print(f"raydelta classic V1: {classic['median_s']:.3f} s (median)")
     if ns.no_write:
         return 0
     path = write_result(

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import latency_stats, measure_once, print_ratio, write_result
+from raydelta.actors.cluster import NAMESPACE
 
 NAME = "commit_latency"
 GOAL_OVER_FLOOR_MS = 2.0
@@ -51,8 +52,8 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import actors.api  # noqa: F401
-    import storage.log_store  # noqa: F401
+    import raydelta.actors.client
+    import raydelta.storage.log_store  # noqa: F401
 
 
 def ours_run(root: str, commits: int) -> dict[str, Any]:
@@ -60,10 +61,10 @@ def ours_run(root: str, commits: int) -> dict[str, Any]:
     import ray
     from fsspec.implementations.local import LocalFileSystem
 
-    from actors.api import NAMESPACE, create_table
-    from protocol.actions import AddFile
-    from protocol.file_names import commit_name
-    from storage.log_store import LocalLogStore
+    from raydelta.actors.client import create_table
+    from raydelta.protocol.actions import AddFile
+    from raydelta.protocol.file_names import commit_name
+    from raydelta.storage.log_store import LocalLogStore
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     table_dir = Path(root, "ours")
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rounds: list[dict[str, Any]] = []
     for index in range(ns.repeat):
-        root = tempfile.mkdtemp(prefix="deltaray-bench-latency-")
+        root = tempfile.mkdtemp(prefix="raydelta-bench-latency-")
         try:
             ours_m = measure_once(
                 "benchmarks.commit_latency:ours_run",
@@ -202,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{'':<28} {'p50 ms':>8} {'p99 ms':>8}")
     for label, engine, key in [
-        ("deltaray txn.commit()", "ours", "commit"),
-        ("deltaray transaction+commit", "ours", "transaction_and_commit"),
+        ("raydelta txn.commit()", "ours", "commit"),
+        ("raydelta transaction+commit", "ours", "transaction_and_commit"),
         ("floor put_if_absent+fsync", "ours", "floor_fsync"),
         ("floor put_if_absent no fsync", "ours", "floor_no_fsync"),
         ("delta-rs commit", "peer", "commit"),

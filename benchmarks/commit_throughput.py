@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import latency_stats, measure_once, print_ratio, write_result
+from raydelta.actors.cluster import NAMESPACE
 
 NAME = "commit_throughput"
 GOAL_RATIO = 10.0
@@ -66,7 +67,7 @@ class OursWriter:
 
     def prepare(self) -> str:
         """Import, open the table and make one warm-up commit (not counted)."""
-        from actors.api import open_table
+        from raydelta.actors.client import open_table
 
         self.table = open_table(self.uri)
         record = self._commit_one("warmup")
@@ -75,7 +76,7 @@ class OursWriter:
         return str(record["path"])
 
     def _commit_one(self, tag: str) -> dict[str, Any]:
-        from protocol.actions import AddFile
+        from raydelta.protocol.actions import AddFile
 
         path = f"w{self.writer_id}-{tag}-{uuid.uuid4().hex}.parquet"
         add = AddFile(
@@ -90,7 +91,7 @@ class OursWriter:
         try:
             if self.api == "append":  # Table.append: one round trip, no read version
                 call = begin
-                version = self.table.append(add, txn_id=txn_id)
+                version = self.table.append_files(add, txn_id=txn_id)
             else:  # transaction(): fetch the head, then commit
                 txn = self.table.transaction()
                 txn.add(add)
@@ -131,7 +132,7 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import actors.api  # noqa: F401
+    import raydelta.actors.client  # noqa: F401
 
 
 def ours_run(root: str, levels: list[int], seconds: float, api: str = "append") -> dict[str, Any]:
@@ -139,7 +140,7 @@ def ours_run(root: str, levels: list[int], seconds: float, api: str = "append") 
     import pyarrow as pa
     import ray
 
-    from actors.api import NAMESPACE, create_table
+    from raydelta.actors.client import create_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     writer_class: Any = ray.remote(num_cpus=0, max_restarts=0)(OursWriter)
@@ -391,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not write the result file")
     ns = parser.parse_args(argv)
 
-    root = tempfile.mkdtemp(prefix="deltaray-bench-throughput-")
+    root = tempfile.mkdtemp(prefix="raydelta-bench-throughput-")
     budget = len(ns.levels) * (ns.seconds + 120) + 120
     try:
         print(f"ours: {ns.levels} writers x {ns.seconds:g} s ...", flush=True)
@@ -420,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         f" {'failed':>7} {'lost':>5} {'dup':>5} {'contiguous':>10}"
     )
     for level in map(str, ns.levels):
-        _print_level("deltaray", level, ours[level])
+        _print_level("raydelta", level, ours[level])
         _print_level("delta-rs", level, peer[level])
     key = str(GOAL_LEVEL) if str(GOAL_LEVEL) in ours else str(max(ns.levels))
     o, p = ours[key], peer[key]

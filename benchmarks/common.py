@@ -155,7 +155,7 @@ def measure_once(
     repository root; ``setup()`` runs first (untimed for ``seconds``: put the
     imports there). ``args`` and the return value must be JSON-serialisable.
     """
-    with tempfile.TemporaryDirectory(prefix="deltaray-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="raydelta-bench-") as tmp:
         out = Path(tmp) / "measurement.json"
         command = [sys.executable, "-m", "benchmarks.common", "--work", work]
         command += ["--args", json.dumps(list(args)), "--out", str(out)]
@@ -255,7 +255,7 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "pyarrow": _version_of("pyarrow"),
         "deltalake": _version_of("deltalake"),
-        "deltaray": _version_of("deltaray"),
+        "raydelta": _version_of("raydelta"),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
 

@@ -67,8 +67,8 @@ def sample_paths(checkpoint: str, count: int, seed: int) -> list[str]:
 
 def write_commits(root: str, workload: str, removable: list[str], seed: int) -> int:
     """Append :data:`NUM_COMMITS` commits of ``workload`` to the table; the last version."""
-    from protocol.actions import AddFile, CommitInfo, RemoveFile, serialize_actions
-    from protocol.file_names import commit_name
+    from raydelta.protocol.actions import AddFile, CommitInfo, RemoveFile, serialize_actions
+    from raydelta.protocol.file_names import commit_name
 
     adds_per_commit, removes_per_commit = WORKLOADS[workload]
     log = Path(root) / "_delta_log"
@@ -171,8 +171,8 @@ def verify(root: str) -> dict[str, Any]:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from protocol.file_names import commit_name
-    from storage.snapshot import load_snapshot
+    from raydelta.protocol.file_names import commit_name
+    from raydelta.storage.snapshot import load_snapshot
 
     expected = pa.table(DeltaTable(root).get_add_actions(flatten=True)).num_rows
     ours_full_log = load_snapshot(Path(root).resolve().as_uri())

@@ -36,6 +36,7 @@ from typing import Any
 
 from benchmarks.common import latency_stats, measure_once, print_ratio, write_result
 from benchmarks.large_table_commit import new_add_action, new_add_file, prepare_table, table_copy
+from raydelta.actors.cluster import NAMESPACE
 
 NAME = "incremental_snapshot"
 GOAL_MS = 5.0
@@ -45,13 +46,13 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import actors.api  # noqa: F401
+    import raydelta.actors.client  # noqa: F401
 
 
 def ours_run(uri: str, repeat: int, expected_version: int, expected_files: int) -> dict[str, Any]:
     import ray
 
-    from actors.api import NAMESPACE, open_table
+    from raydelta.actors.client import open_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     table = open_table(uri)
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     source, built = prepare_table(ns.files, rebuild=ns.rebuild)
     print(f"table: {built['num_live_files']:,} live files, v{built['version']}", flush=True)
-    workdir = tempfile.mkdtemp(prefix="deltaray-bench-incremental-")
+    workdir = tempfile.mkdtemp(prefix="raydelta-bench-incremental-")
     try:
         args = (ns.repeat, built["version"], built["num_live_files"])
         ours_m = measure_once(

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import latency_stats, measure_once, print_ratio, write_result
+from raydelta.actors.cluster import NAMESPACE
 
 NAME = "large_table_commit"
 GOAL_MS = 5.0
@@ -61,7 +62,7 @@ def table_copy(source: Path, workdir: str, label: str) -> Path:
 
 
 def new_add_file(tag: str) -> Any:
-    from protocol.actions import AddFile
+    from raydelta.protocol.actions import AddFile
 
     return AddFile(
         path=f"bench-{tag}-{uuid.uuid4().hex}.parquet",
@@ -83,13 +84,13 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import actors.api  # noqa: F401
+    import raydelta.actors.client  # noqa: F401
 
 
 def ours_run(uri: str, repeat: int, expected_version: int) -> dict[str, Any]:
     import ray
 
-    from actors.api import NAMESPACE, open_table
+    from raydelta.actors.client import open_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     table = open_table(uri)
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes: dict[str, dict[str, Any]] = {}
     for num_files in ns.sizes:
         source, built = prepare_table(num_files, rebuild=ns.rebuild)
-        workdir = tempfile.mkdtemp(prefix="deltaray-bench-largecommit-")
+        workdir = tempfile.mkdtemp(prefix="raydelta-bench-largecommit-")
         try:
             ours_uri = table_copy(source, workdir, "ours").as_uri()
             peer_uri = table_copy(source, workdir, "peer").as_uri()

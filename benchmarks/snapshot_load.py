@@ -36,17 +36,17 @@ from benchmarks.common import Target, measure_interleaved, print_ratio, print_ta
 
 NAME = "snapshot_load"
 GOAL_RATIO = 1.0
-CACHE_DIR = Path(tempfile.gettempdir()) / "deltaray-bench-tables"
+CACHE_DIR = Path(tempfile.gettempdir()) / "raydelta-bench-tables"
 BUILDER_REVISION = 1
 """Bump when ``table_builder`` output changes, to invalidate cached tables."""
 
 
 def ours_setup() -> None:
-    import storage.snapshot  # noqa: F401
+    import raydelta.storage.snapshot  # noqa: F401
 
 
 def ours_load(uri: str) -> dict[str, Any]:
-    from storage.snapshot import load_snapshot
+    from raydelta.storage.snapshot import load_snapshot
 
     snapshot = load_snapshot(uri)
     return {"num_files": snapshot.num_files, "version": snapshot.version}
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     summaries = measure_interleaved(
         [
             Target(
-                "deltaray",
+                "raydelta",
                 "benchmarks.snapshot_load:ours_load",
                 (uri,),
                 "benchmarks.snapshot_load:ours_setup",
@@ -137,11 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         ],
         repeat=ns.repeat,
     )
-    ours, peer, limit = summaries["deltaray"], summaries["delta-rs"], summaries["pyarrow"]
+    ours, peer, limit = summaries["raydelta"], summaries["delta-rs"], summaries["pyarrow"]
     print()
     print_table([ours, peer, limit])
     print(
-        f"live files: deltaray {ours.result['num_files']:,}, delta-rs {peer.result['num_files']:,}"
+        f"live files: raydelta {ours.result['num_files']:,}, delta-rs {peer.result['num_files']:,}"
         f" (expected {built['num_live_files']:,})"
     )
     if not ours.result["num_files"] == peer.result["num_files"] == built["num_live_files"]:
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         print("MISMATCH: engines disagree on the version", file=sys.stderr)
         return 1
     ratio = print_ratio(NAME, ours=ours.median_s, peer=peer.median_s, unit="s", goal=GOAL_RATIO)
-    print(f"peak RSS: deltaray {ours.peak_rss_mb:,.0f} MB, delta-rs {peer.peak_rss_mb:,.0f} MB")
+    print(f"peak RSS: raydelta {ours.peak_rss_mb:,.0f} MB, delta-rs {peer.peak_rss_mb:,.0f} MB")
     if ns.no_write:
         return 0
     path = write_result(

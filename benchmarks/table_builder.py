@@ -4,7 +4,7 @@ The table is written the way a long-lived delta-spark table looks after log
 cleanup: ``0.json`` (protocol + metaData), a checkpoint at version ``C``
 holding every live file, and ``num_commits`` JSON commits after it that each
 add and remove a few files, plus ``_last_checkpoint``. Commits ``1 .. C`` are
-absent (cleaned up); both deltaray and delta-rs only need the checkpoint and
+absent (cleaned up); both raydelta and delta-rs only need the checkpoint and
 the commits after it.
 
 Invariants:
@@ -403,7 +403,7 @@ def _commit_info(timestamp_ms: int, operation: str) -> dict[str, Any]:
             "operation": operation,
             "operationParameters": {},
             "isBlindAppend": operation == "CREATE TABLE",
-            "engineInfo": "deltaray-benchmarks",
+            "engineInfo": "raydelta-benchmarks",
         }
     }
 

@@ -40,7 +40,7 @@ from benchmarks.common import Target, measure_interleaved, print_ratio, print_ta
 
 NAME = "vacuum"
 GOAL_RATIO = 1.0
-CACHE_DIR = Path(tempfile.gettempdir()) / "deltaray-bench-tables"
+CACHE_DIR = Path(tempfile.gettempdir()) / "raydelta-bench-tables"
 BUILDER_REVISION = 1
 DAY_MS = 86_400_000
 
@@ -50,9 +50,9 @@ DAY_MS = 86_400_000
 
 def build_table(root: Path, *, num_files: int, num_partitions: int) -> dict[str, Any]:
     """Write the table described in the module docstring; return its description."""
-    from storage.checkpoint_writer import write_v1_checkpoint
-    from storage.log_store import log_store_for
-    from storage.snapshot import load_snapshot
+    from raydelta.storage.checkpoint_writer import write_v1_checkpoint
+    from raydelta.storage.log_store import log_store_for
+    from raydelta.storage.snapshot import load_snapshot
 
     now = int(time.time() * 1000)
     removed_at = now - 8 * DAY_MS
@@ -155,13 +155,13 @@ def cached_table(params: dict[str, Any], *, rebuild: bool = False) -> tuple[Path
 
 
 def ours_setup() -> None:
-    import storage.snapshot
-    import storage.vacuum  # noqa: F401
+    import raydelta.storage.snapshot
+    import raydelta.storage.vacuum  # noqa: F401
 
 
 def _ours(uri: str, lite: bool) -> dict[str, Any]:
-    from storage.snapshot import load_snapshot
-    from storage.vacuum import vacuum
+    from raydelta.storage.snapshot import load_snapshot
+    from raydelta.storage.vacuum import vacuum
 
     started = time.perf_counter()
     snapshot = load_snapshot(uri)

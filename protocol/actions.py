@@ -21,8 +21,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.deletion_vectors import DeletionVectorDescriptor
-from protocol.errors import CorruptLogError
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
+from raydelta.protocol.errors import CorruptLogError
 
 
 class ActionModel(BaseModel):
@@ -137,7 +137,7 @@ class Txn(ActionModel):
 
 
 class CommitInfo(ActionModel):
-    """Free-form provenance; the named fields are the ones deltaray reads."""
+    """Free-form provenance; the named fields are the ones raydelta reads."""
 
     action_name: ClassVar[str] = "commitInfo"
 

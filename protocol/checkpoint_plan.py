@@ -14,7 +14,7 @@ Invariants:
   version. Python's ``hash()`` (salted per process) is never used.
 - The key string hashed is the path when the action has no deletion vector,
   else ``path + "\\x00" + uniqueId``; :func:`key_strings` (vectorized) and
-  :func:`key_string` (one key) agree with :func:`protocol.file_actions.file_key`.
+  :func:`key_string` (one key) agree with :func:`raydelta.protocol.file_actions.file_key`.
 - An add and a remove of the same key land in the same shard, so a shard
   holds every reference to its logical files.
 - A sidecar written for shard ``s`` of ``n`` records ``s``, ``n``, the hash
@@ -36,18 +36,18 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CheckpointMetadata,
     RemoveFile,
     Sidecar,
 )
-from protocol.checkpoint_schema import CheckpointLayout
-from protocol.errors import MissingMetadataError, MissingProtocolError
-from protocol.file_actions import FileKey, action_key
-from protocol.reconciliation import TableState
-from protocol.table_configuration import TableConfiguration
+from raydelta.protocol.checkpoint_schema import CheckpointLayout
+from raydelta.protocol.errors import MissingMetadataError, MissingProtocolError
+from raydelta.protocol.file_actions import FileKey, action_key
+from raydelta.protocol.reconciliation import TableState
+from raydelta.protocol.table_configuration import TableConfiguration
 
 DEFAULT_TARGET_ACTIONS_PER_SIDECAR = 50_000
 
@@ -58,13 +58,13 @@ SHARD_HASH_WORDS = "words64-fmix64"
 SHARD_HASH = SHARD_HASH_WORDS
 """Name of the shard function new sidecars are written with, recorded in their tags."""
 
-TAG_SHARD = "deltaray.shard"
-TAG_NUM_SHARDS = "deltaray.numShards"
-TAG_SHARD_HASH = "deltaray.shardHash"
-TAG_LAYOUT = "deltaray.layout"
-TAG_NUM_ADDS = "deltaray.numAdds"
-TAG_NUM_REMOVES = "deltaray.numRemoves"
-TAG_MIN_DELETION_TIMESTAMP = "deltaray.minDeletionTimestamp"
+TAG_SHARD = "raydelta.shard"
+TAG_NUM_SHARDS = "raydelta.numShards"
+TAG_SHARD_HASH = "raydelta.shardHash"
+TAG_LAYOUT = "raydelta.layout"
+TAG_NUM_ADDS = "raydelta.numAdds"
+TAG_NUM_REMOVES = "raydelta.numRemoves"
+TAG_MIN_DELETION_TIMESTAMP = "raydelta.minDeletionTimestamp"
 
 _KEY_SEPARATOR = "\x00"
 _U64 = pa.uint64()
@@ -100,7 +100,7 @@ def dv_unique_ids(deletion_vectors: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def canonical_paths(paths: pa.Array) -> pa.Array:
-    """:func:`protocol.file_actions.canonical_path` of every value, vectorized."""
+    """:func:`raydelta.protocol.file_actions.canonical_path` of every value, vectorized."""
     if not pc.any(pc.starts_with(paths, "file:")).as_py():
         return paths
     paths = pc.replace_substring_regex(paths, pattern="^file:///", replacement="/")

@@ -9,7 +9,7 @@ Invariants:
   action has none) when the table's reader version is >= 3 / writer version
   is >= 7, and null otherwise, as the spec requires.
 - The ``add`` struct is the canonical ``add`` layout of
-  :mod:`protocol.file_actions`, without ``stats`` when
+  :mod:`raydelta.protocol.file_actions`, without ``stats`` when
   ``delta.checkpoint.writeStatsAsJson`` is false, plus ``stats_parsed``
   (:meth:`TableConfiguration.stats_schema`) and, for a partitioned table,
   ``partitionValues_parsed`` when ``delta.checkpoint.writeStatsAsStruct`` is
@@ -30,12 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from protocol.actions import Action, Protocol, action_name
-from protocol.file_actions import ADD_TYPE, REMOVE_TYPE, STRING_MAP
-from protocol.partition_values import partition_values_to_arrow
-from protocol.schema import StructType
-from protocol.statistics import stats_to_arrow
-from protocol.table_configuration import TableConfiguration
+from raydelta.protocol.actions import Action, Protocol, action_name
+from raydelta.protocol.file_actions import ADD_TYPE, REMOVE_TYPE, STRING_MAP
+from raydelta.protocol.partition_values import partition_values_to_arrow
+from raydelta.protocol.schema import StructType
+from raydelta.protocol.statistics import stats_to_arrow
+from raydelta.protocol.table_configuration import TableConfiguration
 
 STRING_LIST = pa.list_(pa.string())
 
@@ -191,7 +191,7 @@ class CheckpointLayout:
         return NON_FILE_TYPES[name]
 
     def add_array(self, adds: pa.Table) -> pa.StructArray:
-        """Canonical ``add`` rows (see :mod:`protocol.file_actions`) as ``add`` structs."""
+        """Canonical ``add`` rows (see :mod:`raydelta.protocol.file_actions`) as ``add`` structs."""
         children: list[pa.Array] = []
         for field in self.add_type:
             if field.name == "stats_parsed":

@@ -13,7 +13,7 @@ here touches storage. Two families of rules:
   is newer than the cutoff when timestamps are not monotonic (an ICT
   enablement boundary).
 - The kept checkpoint is the newest *complete* checkpoint not newer than the
-  cutoff commit (chosen by :func:`protocol.log_segment.build_log_segment`'s
+  cutoff commit (chosen by :func:`raydelta.protocol.log_segment.build_log_segment`'s
   rules). Without one nothing is deleted (the delta-rs 3692 bug was deleting
   commits older than the cutoff although no checkpoint at or before them
   existed, leaving retained versions without protocol and metadata).
@@ -60,19 +60,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from protocol import z85
-from protocol.commit_timestamps import CommitTimestamp
-from protocol.deletion_vectors import dv_file_name
-from protocol.errors import (
+from raydelta.protocol import z85
+from raydelta.protocol.commit_timestamps import CommitTimestamp
+from raydelta.protocol.deletion_vectors import dv_file_name
+from raydelta.protocol.errors import (
     DeletionVectorError,
     InvalidTableError,
     RetentionTooShortError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from protocol.file_names import DELTA_LOG_DIR, LogFile, LogFileKind, classic_checkpoint_name
-from protocol.last_checkpoint import LastCheckpointInfo
-from protocol.log_segment import CheckpointRef, build_log_segment
+from raydelta.protocol.file_names import (
+    DELTA_LOG_DIR,
+    LogFile,
+    LogFileKind,
+    classic_checkpoint_name,
+)
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo
+from raydelta.protocol.log_segment import CheckpointRef, build_log_segment
 
 DAY_MS = 24 * 3600 * 1000
 HOUR_MS = 3600 * 1000

@@ -3,7 +3,7 @@
 :func:`validate_commit` checks one commit's actions against the table it
 applies to (``table_configuration`` = the table before the commit, None when
 the commit creates the table) and raises an
-:class:`~protocol.errors.InvalidCommitError` subclass for the first rule
+:class:`~raydelta.protocol.errors.InvalidCommitError` subclass for the first rule
 broken. The rules (PROTOCOL.md sections in brackets):
 
 - at most one ``metaData``, one ``protocol``, one ``commitInfo``; no two
@@ -13,17 +13,17 @@ broken. The rules (PROTOCOL.md sections in brackets):
   ``(path, dvId)`` ["Add File and Remove File", "Delta Log Entries"]
   → :class:`DuplicateActionError`;
 - no checkpoint-only actions (``sidecar``, ``checkpointMetadata``) and no
-  action deltaray does not know ["Action Reconciliation"]
+  action raydelta does not know ["Action Reconciliation"]
   → :class:`IllegalActionError`;
 - a table creation carries both ``protocol`` and ``metaData``; the protocol
-  (new or current) is one deltaray can write (``table_features.ensure_writable``);
+  (new or current) is one raydelta can write (``table_features.ensure_writable``);
   a protocol change never lowers a version nor drops a feature
   → :class:`ProtocolDowngradeError`;
 - a ``metaData`` action yields a valid table configuration: the schema
   parses, partition columns exist and are distinct
   → :class:`InvalidMetadataChangeError`;
 - ``domainMetadata`` needs the ``domainMetadata`` feature; system domains
-  (``delta.*``) other than those deltaray manages (:data:`MANAGED_SYSTEM_DOMAINS`)
+  (``delta.*``) other than those raydelta manages (:data:`MANAGED_SYSTEM_DOMAINS`)
   are refused ["Domain Metadata"] → :class:`IllegalActionError`;
 - every ``add`` carries a value (possibly null) for every partition column
   (by physical name) and no other key ["Consistency Between Table Metadata
@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     AddCDCFile,
     AddFile,
@@ -63,7 +63,7 @@ from protocol.actions import (
     Txn,
     UnknownAction,
 )
-from protocol.errors import (
+from raydelta.protocol.errors import (
     AppendOnlyViolationError,
     DuplicateActionError,
     IllegalActionError,
@@ -76,8 +76,8 @@ from protocol.errors import (
     ProtocolDowngradeError,
     SchemaError,
 )
-from protocol.table_configuration import TableConfiguration
-from protocol.table_features import (
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_features import (
     DELETION_VECTORS,
     DOMAIN_METADATA,
     ROW_TRACKING,
@@ -85,7 +85,7 @@ from protocol.table_features import (
     supported_features,
 )
 
-# System domains deltaray writes or carries with understanding of their rules:
+# System domains raydelta writes or carries with understanding of their rules:
 # the row-id high-water mark (recomputed at commit) and clustering columns.
 MANAGED_SYSTEM_DOMAINS = frozenset({"delta.rowTracking", "delta.clustering"})
 
@@ -104,7 +104,7 @@ def _check_shape(actions: Sequence[Action]) -> None:
             )
         if isinstance(action, UnknownAction):
             raise IllegalActionError(
-                f"unknown action {action.name!r}: deltaray commits only actions it understands"
+                f"unknown action {action.name!r}: raydelta commits only actions it understands"
             )
     _single(actions, Metadata, "metaData")
     _single(actions, Protocol, "protocol")
@@ -228,7 +228,7 @@ def validate_commit(
             if action.domain.startswith("delta.") and action.domain not in managed_system_domains:
                 raise IllegalActionError(
                     f"system domain {action.domain!r} is reserved to the Delta client; "
-                    f"deltaray manages only {sorted(managed_system_domains)}"
+                    f"raydelta manages only {sorted(managed_system_domains)}"
                 )
 
     _check_file_actions(actions, after, before, final=final)

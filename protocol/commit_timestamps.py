@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
 
-from protocol.errors import CorruptLogError, InvalidTableError, VersionNotFoundError
+from raydelta.protocol.errors import CorruptLogError, InvalidTableError, VersionNotFoundError
 
 TimestampSource = Literal["inCommitTimestamp", "fileModificationTime"]
 IN_COMMIT_TIMESTAMP: TimestampSource = "inCommitTimestamp"

@@ -12,7 +12,7 @@ order, and the first conflict raises:
    change conflicts when this transaction also changes the protocol, when
    the winner removes a feature or lowers a version, or when it adds a
    feature whose writer rules a transaction prepared without it cannot
-   meet (:data:`FEATURES_FAILING_CONCURRENT_COMMITS`, or a feature deltaray
+   meet (:data:`FEATURES_FAILING_CONCURRENT_COMMITS`, or a feature raydelta
    does not know). Other upgrades (e.g. adding ``deletionVectors``,
    ``rowTracking``, ``inCommitTimestamps``, ``v2Checkpoint``) are absorbed:
    the rebase assigns row ids and in-commit timestamps under the new protocol.
@@ -51,9 +51,9 @@ order, and the first conflict raises:
    read" when the transaction read the whole table, or read anything from
    an unpartitioned table, or recorded files read without predicates (its
    selection is unknown), or when one of its partition predicates may match
-   the file's partition values (:func:`protocol.predicates.matches`,
+   the file's partition values (:func:`raydelta.protocol.predicates.matches`,
    conservative for non-partition columns). delta-spark also counts
-   ``dataChange=false`` adds of non-blind winners; deltaray does not: such
+   ``dataChange=false`` adds of non-blind winners; raydelta does not: such
    adds only rearrange rows the same commit removes, and the removal is
    caught by the checks below.
 6. **Delete/read** (:class:`ConcurrentDeleteReadException`). The winner
@@ -91,7 +91,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     AddCDCFile,
     AddFile,
@@ -102,7 +102,7 @@ from protocol.actions import (
     RemoveFile,
     Txn,
 )
-from protocol.errors import (
+from raydelta.protocol.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -111,11 +111,11 @@ from protocol.errors import (
     MetadataChangedException,
     ProtocolChangedException,
 )
-from protocol.events import IsolationLevel, ReadSet
-from protocol.predicates import matches
-from protocol.schema import DataType
-from protocol.table_configuration import TableConfiguration
-from protocol.table_features import (
+from raydelta.protocol.events import IsolationLevel, ReadSet
+from raydelta.protocol.predicates import matches
+from raydelta.protocol.schema import DataType
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_features import (
     CATALOG_MANAGED,
     CATALOG_OWNED_PREVIEW,
     CLUSTERING,
@@ -660,7 +660,7 @@ def check_conflicts(
     Raises one of delta-spark's concurrency exceptions (see the module
     docstring), or ``UnsupportedTableFeatureException`` /
     ``InvalidProtocolVersionException`` when a winner moved the table to a
-    protocol deltaray cannot write.
+    protocol raydelta cannot write.
     """
     logical_names: dict[str, str] = {}
     if read_configuration is not None:

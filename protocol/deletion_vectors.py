@@ -42,8 +42,8 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pyroaring import BitMap, BitMap64
 
-from protocol import z85
-from protocol.errors import ChecksumMismatchError, DeletionVectorError
+from raydelta.protocol import z85
+from raydelta.protocol.errors import ChecksumMismatchError, DeletionVectorError
 
 StorageType = Literal["u", "i", "p"]
 """``u``: file relative to the table root named by a UUID; ``i``: inline;

@@ -1,7 +1,7 @@
-"""The one error root of deltaray and its typed subclasses.
+"""The one error root of raydelta and its typed subclasses.
 
 Invariants:
-- Every error deltaray raises on purpose derives from :class:`DeltaError`.
+- Every error raydelta raises on purpose derives from :class:`RaydeltaError`.
 - Class names follow delta-spark where delta-spark has one
   (``ConcurrentAppendException`` and friends), so a Delta user recognises them.
 - Errors carry structured fields (versions, paths, feature names) as well as a
@@ -13,22 +13,22 @@ Invariants:
 from __future__ import annotations
 
 
-class DeltaError(Exception):
-    """Root of every error deltaray raises on purpose."""
+class RaydeltaError(Exception):
+    """Root of every error raydelta raises on purpose."""
 
 
 # --- table and log shape ---------------------------------------------------
 
 
-class TableNotFoundError(DeltaError):
+class TableNotFoundError(RaydeltaError):
     """The location holds no Delta table (no ``_delta_log`` or no commits)."""
 
 
-class TableAlreadyExistsError(DeltaError):
+class TableAlreadyExistsError(RaydeltaError):
     """A table was to be created where one already exists."""
 
 
-class InvalidTableError(DeltaError):
+class InvalidTableError(RaydeltaError):
     """The log is not a valid Delta table (missing protocol or metadata...)."""
 
 
@@ -55,11 +55,11 @@ class VersionsNotContiguousError(InvalidTableError):
         return str(self.args[0])
 
 
-class VersionNotFoundError(DeltaError):
+class VersionNotFoundError(RaydeltaError):
     """The requested version (or timestamp) is not reachable in the log."""
 
 
-class CorruptLogError(DeltaError):
+class CorruptLogError(RaydeltaError):
     """A log file could not be parsed (bad JSON, bad parquet, bad checksum)."""
 
 
@@ -67,15 +67,15 @@ class ChecksumMismatchError(CorruptLogError):
     """Stored and computed checksums differ (``_last_checkpoint``, DV CRC-32)."""
 
 
-class DeletionVectorError(DeltaError):
+class DeletionVectorError(RaydeltaError):
     """A deletion vector descriptor or payload is invalid."""
 
 
 # --- protocol support --------------------------------------------------------
 
 
-class UnsupportedProtocolError(DeltaError):
-    """The table needs a protocol version or feature deltaray does not implement.
+class UnsupportedProtocolError(RaydeltaError):
+    """The table needs a protocol version or feature raydelta does not implement.
 
     Named after delta-spark's ``InvalidProtocolVersionException`` family; the
     message names the version or the features.
@@ -83,11 +83,11 @@ class UnsupportedProtocolError(DeltaError):
 
 
 class InvalidProtocolVersionException(UnsupportedProtocolError):
-    """Reader or writer version outside what deltaray supports."""
+    """Reader or writer version outside what raydelta supports."""
 
 
 class UnsupportedTableFeatureException(UnsupportedProtocolError):
-    """The table lists reader/writer features deltaray does not implement."""
+    """The table lists reader/writer features raydelta does not implement."""
 
 
 class InvalidProtocolError(InvalidTableError):
@@ -97,7 +97,7 @@ class InvalidProtocolError(InvalidTableError):
 # --- bad requests from writers ----------------------------------------------
 
 
-class InvalidCommitError(DeltaError):
+class InvalidCommitError(RaydeltaError):
     """A commit request breaks a writer rule; nothing was written."""
 
 
@@ -105,11 +105,11 @@ class AppendOnlyViolationError(InvalidCommitError):
     """A commit removes data from a table with ``delta.appendOnly=true``."""
 
 
-class SchemaError(DeltaError):
+class SchemaError(RaydeltaError):
     """A schema string or type could not be parsed or is invalid."""
 
 
-class InvalidPredicateError(DeltaError):
+class InvalidPredicateError(RaydeltaError):
     """A partition predicate could not be parsed or is malformed."""
 
 
@@ -131,7 +131,7 @@ class InvalidCommitInfoError(InvalidCommitError):
 
 class IllegalActionError(InvalidCommitError):
     """A commit holds an action no commit may hold (checkpoint-only actions,
-    unknown actions, system domains deltaray does not manage)."""
+    unknown actions, system domains raydelta does not manage)."""
 
 
 class InvalidMetadataChangeError(InvalidCommitError):
@@ -145,7 +145,7 @@ class ProtocolDowngradeError(InvalidCommitError):
 # --- concurrency (delta-spark names) -----------------------------------------
 
 
-class DeltaConcurrentModificationException(DeltaError):
+class DeltaConcurrentModificationException(RaydeltaError):
     """A commit conflicts with a commit that won since its read version.
 
     ``winning_version`` is the version of the winning commit that conflicted.
@@ -184,22 +184,22 @@ class ConcurrentDeleteDeleteException(DeltaConcurrentModificationException):
     """A winning commit removed a file this transaction also removes."""
 
 
-class CommitFailedError(DeltaError):
+class CommitFailedError(RaydeltaError):
     """The commit could not be written for a non-logical reason (I/O)."""
 
 
-class FileAlreadyExistsError(DeltaError):
+class FileAlreadyExistsError(RaydeltaError):
     """Put-if-absent found the target already present."""
 
 
 # --- maintenance ---------------------------------------------------------------
 
 
-class RetentionTooShortError(DeltaError):
+class RetentionTooShortError(RaydeltaError):
     """VACUUM asked for a retention below the table's, without ``force``."""
 
 
-class CheckpointWriteError(DeltaError):
+class CheckpointWriteError(RaydeltaError):
     """A checkpoint could not be written consistently (a sidecar it would
     reference is missing or has another size, or the table does not allow
     that kind of checkpoint); nothing that names it was published."""

@@ -40,8 +40,8 @@ from pydantic import (
     model_validator,
 )
 
-from protocol import errors
-from protocol.actions import (
+from raydelta.protocol import errors
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -51,7 +51,7 @@ from protocol.actions import (
     action_from_wrapper,
     action_to_wrapper,
 )
-from protocol.predicates import Predicate
+from raydelta.protocol.predicates import Predicate
 
 
 class IsolationLevel(enum.StrEnum):
@@ -209,11 +209,11 @@ def is_append_only(actions: Sequence[Action]) -> bool:
     return True
 
 
-def _error_class(name: str) -> type[errors.DeltaError]:
+def _error_class(name: str) -> type[errors.RaydeltaError]:
     candidate = getattr(errors, name, None)
-    if isinstance(candidate, type) and issubclass(candidate, errors.DeltaError):
+    if isinstance(candidate, type) and issubclass(candidate, errors.RaydeltaError):
         return candidate
-    return errors.DeltaError
+    return errors.RaydeltaError
 
 
 class CommitCommitted(_Event):
@@ -241,7 +241,7 @@ class CommitConflict(_Event):
     """A commit at ``winning_version`` conflicts; ``exception`` names the class.
 
     The class is one of delta-spark's concurrency exceptions in
-    :mod:`protocol.errors` (``ConcurrentAppendException``...).
+    :mod:`raydelta.protocol.errors` (``ConcurrentAppendException``...).
     """
 
     kind: Literal["conflict"] = "conflict"
@@ -261,7 +261,7 @@ class CommitConflict(_Event):
             winning_version=exc.winning_version,
         )
 
-    def error(self) -> errors.DeltaError:
+    def error(self) -> errors.RaydeltaError:
         """The exception this reply stands for."""
         cls = _error_class(self.exception)
         if issubclass(cls, errors.DeltaConcurrentModificationException):
@@ -273,7 +273,7 @@ class CommitConflict(_Event):
 
 
 class CommitRejected(_Event):
-    """The request breaks a writer rule (an :class:`~protocol.errors.InvalidCommitError`
+    """The request breaks a writer rule (an :class:`~raydelta.protocol.errors.InvalidCommitError`
     subclass, an unsupported protocol...); nothing was written."""
 
     kind: Literal["rejected"] = "rejected"
@@ -282,10 +282,10 @@ class CommitRejected(_Event):
     message: str
 
     @classmethod
-    def from_exception(cls, txn_id: str, exc: errors.DeltaError) -> CommitRejected:
+    def from_exception(cls, txn_id: str, exc: errors.RaydeltaError) -> CommitRejected:
         return cls(txn_id=txn_id, exception=type(exc).__name__, message=str(exc))
 
-    def error(self) -> errors.DeltaError:
+    def error(self) -> errors.RaydeltaError:
         cls = _error_class(self.exception)
         if issubclass(cls, errors.DeltaConcurrentModificationException):
             return cls(self.message, None)

@@ -18,8 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.actions import AddFile, RemoveFile
-from protocol.deletion_vectors import unique_id_of
+from raydelta.protocol.actions import AddFile, RemoveFile
+from raydelta.protocol.deletion_vectors import unique_id_of
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
 

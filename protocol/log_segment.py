@@ -4,13 +4,13 @@ A :class:`LogSegment` for version ``v`` is the newest complete checkpoint at
 or before ``v`` plus every commit after it up to ``v`` (optionally with log
 compaction files standing in for runs of those commits).
 :func:`build_log_segment` takes a listing of ``_delta_log`` (already parsed
-into :class:`~protocol.file_names.LogFile`) and never touches storage.
+into :class:`~raydelta.protocol.file_names.LogFile`) and never touches storage.
 
 Invariants of a built segment:
 - ``commits`` are exactly the versions ``start_version .. version`` in
   ascending order, where ``start_version`` is ``checkpoint.version + 1``, or
   ``0`` without a checkpoint. Any hole raises
-  :class:`~protocol.errors.VersionsNotContiguousError`.
+  :class:`~raydelta.protocol.errors.VersionsNotContiguousError`.
 - The checkpoint is complete: a multi-part checkpoint has every part of one
   part count; files known to be empty (``size == 0``) are never used as
   checkpoint parts or compactions. Commits of size 0 are kept (an empty
@@ -34,12 +34,12 @@ Invariants of a built segment:
   must give each one a :class:`LogFile` it can resolve.
 
 Errors:
-- no commit and no checkpoint: :class:`~protocol.errors.TableNotFoundError`;
+- no commit and no checkpoint: :class:`~raydelta.protocol.errors.TableNotFoundError`;
 - requested version past the newest one, or older than anything the log can
   still rebuild (no checkpoint at or before it and no ``0.json``):
-  :class:`~protocol.errors.VersionNotFoundError`;
+  :class:`~raydelta.protocol.errors.VersionNotFoundError`;
 - latest version requested, no checkpoint at all, and the log does not start
-  at ``0.json``: :class:`~protocol.errors.InvalidTableError` (as delta-spark,
+  at ``0.json``: :class:`~raydelta.protocol.errors.InvalidTableError` (as delta-spark,
   which refuses such a log). A caller that listed only from the
   ``_last_checkpoint`` version and hits this should list from the start and
   build again.
@@ -52,14 +52,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from protocol.errors import (
+from raydelta.protocol.errors import (
     InvalidTableError,
     TableNotFoundError,
     VersionNotFoundError,
     VersionsNotContiguousError,
 )
-from protocol.file_names import LogFile, LogFileKind
-from protocol.last_checkpoint import LastCheckpointInfo
+from raydelta.protocol.file_names import LogFile, LogFileKind
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 
 _KIND_PREFERENCE = {
     LogFileKind.CHECKPOINT_UUID: 3,

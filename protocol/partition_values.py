@@ -43,8 +43,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.errors import CorruptLogError, SchemaError
-from protocol.schema import (
+from raydelta.protocol.errors import CorruptLogError, SchemaError
+from raydelta.protocol.schema import (
     DataType,
     DecimalType,
     PrimitiveType,

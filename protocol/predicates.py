@@ -44,9 +44,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict
 
-from protocol.errors import DeltaError, InvalidPredicateError
-from protocol.partition_values import parse_partition_value
-from protocol.schema import DataType, DecimalType, PrimitiveType
+from raydelta.protocol.errors import InvalidPredicateError, RaydeltaError
+from raydelta.protocol.partition_values import parse_partition_value
+from raydelta.protocol.schema import DataType, DecimalType, PrimitiveType
 
 ComparisonOp = Literal["=", "!=", "<", "<=", ">", ">="]
 COMPARISON_OPS: tuple[ComparisonOp, ...] = ("=", "!=", "<", "<=", ">", ">=")
@@ -335,7 +335,7 @@ def _comparison_outcome(
         if value is None:
             return _NULL
         return _TRUE if _compare(value, op, _literal(literal, dtype)) else _FALSE
-    except (DeltaError, TypeError, ValueError, ArithmeticError):
+    except (RaydeltaError, TypeError, ValueError, ArithmeticError):
         return _ANY
 
 
@@ -353,7 +353,7 @@ def _outcomes(predicate: Predicate, columns: _Columns) -> frozenset[bool | None]
             return frozenset({True, False})
         try:
             return _TRUE if _typed(found[1], found[2]) is None else _FALSE
-        except (DeltaError, TypeError, ValueError, ArithmeticError):
+        except (RaydeltaError, TypeError, ValueError, ArithmeticError):
             return frozenset({True, False})
     if isinstance(predicate, Not):
         return frozenset(None if v is None else not v for v in _outcomes(predicate.child, columns))

@@ -12,7 +12,7 @@ The spec's rules (section "Action Reconciliation"):
 
 Invariants of :class:`TableState`:
 - ``adds`` and ``removes`` are in the canonical layout of
-  :mod:`protocol.file_actions`, each with unique keys, and no key is in both.
+  :mod:`raydelta.protocol.file_actions`, each with unique keys, and no key is in both.
 - A state is immutable; :func:`apply_commits` returns a new one.
 - Folding commits one at a time equals folding them all at once.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol import path_index
-from protocol.actions import (
+from raydelta.protocol import path_index
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     DomainMetadata,
@@ -40,8 +40,8 @@ from protocol.actions import (
     RemoveFile,
     Txn,
 )
-from protocol.errors import MissingMetadataError, MissingProtocolError
-from protocol.file_actions import (
+from raydelta.protocol.errors import MissingMetadataError, MissingProtocolError
+from raydelta.protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     FileKey,
@@ -54,8 +54,8 @@ from protocol.file_actions import (
     row_to_remove,
     table_keys,
 )
-from protocol.path_index import PathIndex
-from protocol.table_configuration import TableConfiguration
+from raydelta.protocol.path_index import PathIndex
+from raydelta.protocol.table_configuration import TableConfiguration
 
 
 @dataclass(frozen=True)

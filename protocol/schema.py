@@ -38,7 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from protocol.errors import SchemaError
+from raydelta.protocol.errors import SchemaError
 
 # --- column metadata keys -------------------------------------------------------
 

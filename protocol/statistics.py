@@ -41,8 +41,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from protocol.partition_values import parse_timestamp, rescale_decimal
-from protocol.schema import (
+from raydelta.protocol.partition_values import parse_timestamp, rescale_decimal
+from raydelta.protocol.schema import (
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     DataType,
     DecimalType,

@@ -2,7 +2,7 @@
 
 Raw ``Protocol`` and ``Metadata`` models are parsed leniently from the log;
 :class:`TableConfiguration` validates them together once and offers the typed
-facts the rest of deltaray trusts: the parsed schema, partition columns and
+facts the rest of raydelta trusts: the parsed schema, partition columns and
 their types, the column-mapping mode, supported/active features, and table
 properties with the spec's (and delta-spark's) defaults.
 
@@ -11,7 +11,7 @@ Invariants:
   parseable schema (an absent ``schemaString`` is the empty schema, as in
   delta-spark), partition columns that exist at the top level and are
   not repeated, and, under column mapping, a physical name and id on every
-  field. It does *not* check that deltaray implements the features: call
+  field. It does *not* check that raydelta implements the features: call
   :meth:`TableConfiguration.ensure_readable` / ``ensure_writable``.
 - ``delta.columnMapping.mode`` is honoured only when the protocol supports
   ``columnMapping`` (spec); otherwise the mode is ``none``.
@@ -32,9 +32,9 @@ from typing import Literal
 
 import pyarrow as pa
 
-from protocol.actions import Metadata, Protocol
-from protocol.errors import InvalidTableError, SchemaError
-from protocol.schema import (
+from raydelta.protocol.actions import Metadata, Protocol
+from raydelta.protocol.errors import InvalidTableError, SchemaError
+from raydelta.protocol.schema import (
     COLUMN_MAPPING_ID_KEY,
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     ColumnMappingMode,
@@ -46,8 +46,8 @@ from protocol.schema import (
     to_arrow,
     walk_fields,
 )
-from protocol.statistics import stats_schema
-from protocol.table_features import (
+from raydelta.protocol.statistics import stats_schema
+from raydelta.protocol.table_features import (
     APPEND_ONLY,
     CATALOG_MANAGED,
     CATALOG_OWNED_PREVIEW,

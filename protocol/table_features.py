@@ -1,4 +1,4 @@
-"""Table features and protocol versions: what a table needs, and what deltaray can do.
+"""Table features and protocol versions: what a table needs, and what raydelta can do.
 
 PROTOCOL.md, "Protocol Evolution", "Table Features", "Valid Feature Names in
 Table Features", "Writer/Reader Version Requirements". A feature is
@@ -24,9 +24,9 @@ Invariants:
   with either name is right. :func:`upgrade_protocol` writes the spelling the
   caller asks for and never adds the second spelling of a listed feature.
 
-What deltaray implements, feature by feature, is documented at
+What raydelta implements, feature by feature, is documented at
 :data:`READER_FEATURES_IMPLEMENTED` and :data:`WRITER_FEATURES_IMPLEMENTED`.
-deltaray serves the *log*: snapshots, file lists, commits, checkpoints,
+raydelta serves the *log*: snapshots, file lists, commits, checkpoints,
 cleanup. Parquet data files are read and written by the engines using the
 table (Spark, delta-rs, duckdb...). A feature whose rules concern only the
 content of data files is therefore "implemented" once the log-level rules
@@ -40,14 +40,14 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from protocol.actions import Metadata, Protocol
-from protocol.errors import (
+from raydelta.protocol.actions import Metadata, Protocol
+from raydelta.protocol.errors import (
     InvalidProtocolError,
     InvalidProtocolVersionException,
     InvalidTableError,
     UnsupportedTableFeatureException,
 )
-from protocol.schema import (
+from raydelta.protocol.schema import (
     ColumnMappingMode,
     StructType,
     column_mapping_mode_from,
@@ -173,7 +173,7 @@ CATALOGUE: tuple[TableFeature, ...] = (
 
 _BY_NAME: dict[str, TableFeature] = {name: f for f in CATALOGUE for name in (f.name, *f.aliases)}
 
-# Reader features deltaray can read. deltaray reads the log, never row data.
+# Reader features raydelta can read. raydelta reads the log, never row data.
 READER_FEATURES_IMPLEMENTED: frozenset[str] = frozenset(
     {
         # Partition values and stats are keyed by physical names: resolved
@@ -197,17 +197,17 @@ READER_FEATURES_IMPLEMENTED: frozenset[str] = frozenset(
         # A schema type with no stats and no partition values; the log is unchanged.
         VARIANT_TYPE,
         VARIANT_TYPE_PREVIEW,
-        # deltaray's TableActor is the table's catalog: ratified commits come
+        # raydelta's TableActor is the table's catalog: ratified commits come
         # from it, so the read rules of CATALOG_MANAGED.md hold by construction.
         CATALOG_MANAGED,
     }
 )
 # Known but refused for reading: variantShredding(-preview) changes how data
-# files encode variants, and deltaray may hand files to Arrow readers that
+# files encode variants, and raydelta may hand files to Arrow readers that
 # cannot decode shredded variants; catalogOwned-preview is the pre-spec
-# variant of catalogManaged whose commit protocol deltaray does not follow.
+# variant of catalogManaged whose commit protocol raydelta does not follow.
 
-# Writer features deltaray can commit under. deltaray validates and writes
+# Writer features raydelta can commit under. raydelta validates and writes
 # log actions; the data files (and rules on their content) come from the
 # engine that wrote them.
 WRITER_FEATURES_IMPLEMENTED: frozenset[str] = frozenset(
@@ -243,7 +243,7 @@ WRITER_FEATURES_IMPLEMENTED: frozenset[str] = frozenset(
         ICEBERG_COMPAT_V2,
         # delta.clustering domain metadata and clusteringProvider are carried.
         CLUSTERING,
-        # deltaray's VACUUM always runs the writer protocol check.
+        # raydelta's VACUUM always runs the writer protocol check.
         VACUUM_PROTOCOL_CHECK,
         TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW,
@@ -473,18 +473,18 @@ def _check_versions(protocol: Protocol, *, writing: bool) -> None:
     r, w = protocol.min_reader_version, protocol.min_writer_version
     if r > MAX_READER_VERSION:
         raise InvalidProtocolVersionException(
-            f"the table requires reader version {r}; deltaray supports reader versions "
+            f"the table requires reader version {r}; raydelta supports reader versions "
             f"{MIN_VERSION} to {MAX_READER_VERSION}"
         )
     if writing and w > MAX_WRITER_VERSION:
         raise InvalidProtocolVersionException(
-            f"the table requires writer version {w}; deltaray supports writer versions "
+            f"the table requires writer version {w}; raydelta supports writer versions "
             f"{MIN_VERSION} to {MAX_WRITER_VERSION}"
         )
 
 
 def ensure_readable(protocol: Protocol) -> None:
-    """Refuse a table deltaray cannot read, naming the version or the features."""
+    """Refuse a table raydelta cannot read, naming the version or the features."""
     _check_versions(protocol, writing=False)
     validate_protocol(protocol)
     missing = sorted(
@@ -494,12 +494,12 @@ def ensure_readable(protocol: Protocol) -> None:
     )
     if missing:
         raise UnsupportedTableFeatureException(
-            f"the table requires reader features deltaray does not support: {missing}"
+            f"the table requires reader features raydelta does not support: {missing}"
         )
 
 
 def ensure_writable(protocol: Protocol) -> None:
-    """Refuse a table deltaray cannot commit to, naming the version or the features."""
+    """Refuse a table raydelta cannot commit to, naming the version or the features."""
     _check_versions(protocol, writing=True)
     ensure_readable(protocol)
     needed = supported_features(protocol) | features_required_to_read(protocol)
@@ -510,7 +510,7 @@ def ensure_writable(protocol: Protocol) -> None:
     )
     if missing:
         raise UnsupportedTableFeatureException(
-            f"the table requires writer features deltaray does not support: {missing}"
+            f"the table requires writer features raydelta does not support: {missing}"
         )
 
 

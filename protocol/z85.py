@@ -14,7 +14,7 @@ Invariants:
   padding marker, so ``len(text) == 5 * ceil(size / 4)``.
 - A DV UUID is its 16 bytes in big-endian (RFC 4122) order, i.e. exactly 20
   characters.
-- Every failure raises :class:`~protocol.errors.DeletionVectorError`.
+- Every failure raises :class:`~raydelta.protocol.errors.DeletionVectorError`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from protocol.errors import DeletionVectorError
+from raydelta.protocol.errors import DeletionVectorError
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 """The 85 characters of Z85, in digit order."""

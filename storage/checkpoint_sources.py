@@ -38,7 +38,7 @@ Invariants:
   appears in the result exactly as its newest committed action says (or
   not at all for an expired tombstone); every other row of the previous
   checkpoint is kept as it is, except expired tombstones.
-- Rows are canonical (:mod:`protocol.file_actions`) everywhere in between.
+- Rows are canonical (:mod:`raydelta.protocol.file_actions`) everywhere in between.
 - Nothing here writes ``_last_checkpoint``: callers do, last.
 """
 
@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CheckpointMetadata,
@@ -65,7 +65,7 @@ from protocol.actions import (
     parse_actions,
     serialize_actions,
 )
-from protocol.checkpoint_plan import (
+from raydelta.protocol.checkpoint_plan import (
     SHARD_HASH,
     TAG_LAYOUT,
     TAG_MIN_DELETION_TIMESTAMP,
@@ -83,27 +83,27 @@ from protocol.checkpoint_plan import (
     split_by_shard_ids,
     table_configuration,
 )
-from protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows
-from protocol.errors import FileAlreadyExistsError, VersionNotFoundError
-from protocol.file_actions import (
+from raydelta.protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows
+from raydelta.protocol.errors import FileAlreadyExistsError, VersionNotFoundError
+from raydelta.protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     FileKey,
     conform_table,
     table_keys,
 )
-from protocol.file_names import (
+from raydelta.protocol.file_names import (
     LAST_CHECKPOINT_NAME,
     LogFileKind,
     classic_checkpoint_name,
     commit_name,
     compaction_name,
 )
-from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
-from protocol.log_segment import CheckpointRef, build_log_segment
-from protocol.reconciliation import TableState, apply_commits, fold_actions
-from storage.checkpoint_writer import parquet_write_options
-from storage.log_reader import (
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.log_segment import CheckpointRef, build_log_segment
+from raydelta.protocol.reconciliation import TableState, apply_commits, fold_actions
+from raydelta.storage.checkpoint_writer import parquet_write_options
+from raydelta.storage.log_reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,
     _parquet_columns,
@@ -111,19 +111,19 @@ from storage.log_reader import (
     read_rows_of_columns,
     sidecar_path,
 )
-from storage.log_store import LogStore
+from raydelta.storage.log_store import LogStore
 
 ROWS_PER_PIECE = 250_000
 """Row groups of one previous-checkpoint file are grouped into pieces of about this many rows."""
 
-TAG_OVERFLOW = "deltaray.overflow"
+TAG_OVERFLOW = "raydelta.overflow"
 """``"true"`` on the overflow sidecar (see :func:`plan_aligned`)."""
-TAG_OVERFLOW_SHARDS = "deltaray.overflowShards"
+TAG_OVERFLOW_SHARDS = "raydelta.overflowShards"
 """Comma-separated shards the overflow sidecar holds rows of."""
-FOOTER_KEY_FINGERPRINTS = "deltaray.keyFingerprints"
+FOOTER_KEY_FINGERPRINTS = "raydelta.keyFingerprints"
 """Parquet footer key of a shard sidecar: base64 of the little-endian ``uint32``
 fingerprints (:func:`key_fingerprints`) of every row's key."""
-FOOTER_FINGERPRINT_HASH = "deltaray.keyFingerprintHash"
+FOOTER_FINGERPRINT_HASH = "raydelta.keyFingerprintHash"
 FINGERPRINT_COLUMN = "_fingerprint"
 """Extra column carried with rows between tasks (never written to a sidecar)."""
 
@@ -252,7 +252,7 @@ class LogDelta:
         return set(table_keys(self.adds)) | set(table_keys(self.removes))
 
     def touched_key_strings(self) -> pa.Array:
-        """Key strings (:func:`protocol.checkpoint_plan.key_strings`) of every touched file."""
+        """Key strings (:func:`raydelta.protocol.checkpoint_plan.key_strings`) of touched files."""
         parts = [key_strings(t) for t in (self.adds, self.removes) if t.num_rows]
         if not parts:
             return pa.array([], type=pa.string())
@@ -388,8 +388,8 @@ def estimated_file_actions(store: LogStore, previous: PreviousCheckpoint | None)
         for sidecar in previous.sidecars:
             tags = sidecar.tags or {}
             try:
-                total += int(tags.get("deltaray.numAdds") or "") + int(
-                    tags.get("deltaray.numRemoves") or ""
+                total += int(tags.get("raydelta.numAdds") or "") + int(
+                    tags.get("raydelta.numRemoves") or ""
                 )
             except ValueError:
                 with store.fs.open(sidecar_path(store, sidecar), "rb") as handle:
@@ -598,7 +598,7 @@ def _split(
     return split_by_shard_ids(rows, shards, num_shards)
 
 
-SHARD_OFFSETS_KEY = b"deltaray.shardOffsets"
+SHARD_OFFSETS_KEY = b"raydelta.shardOffsets"
 
 
 def _group_split(table: pa.Table, shards: pa.Array, bounds: Sequence[int]) -> list[pa.Table]:

@@ -1,8 +1,8 @@
 """Write checkpoints: classic V1, V2 with sidecars (UUID-named or classic-named).
 
 The pieces are shaped for a driver that fans work out (a Ray actor): it
-calls :func:`protocol.checkpoint_plan.plan_v2_checkpoint`, runs
-:func:`write_shard_sidecar` once per :class:`~protocol.checkpoint_plan.ShardWork`
+calls :func:`raydelta.protocol.checkpoint_plan.plan_v2_checkpoint`, runs
+:func:`write_shard_sidecar` once per :class:`~raydelta.protocol.checkpoint_plan.ShardWork`
 in parallel tasks, then :func:`write_v2_checkpoint` with the sidecars (new
 and reused). :func:`write_v2_checkpoint_single_process` does the same in
 one process.
@@ -19,7 +19,7 @@ Invariants:
   atomic overwrite: racing writers of one version write the same state, which
   the spec allows ("the latest writer wins").
 - Never multi-part. Never ``commitInfo`` or ``cdc``. Tombstones and ``txn``s
-  expired at ``now_ms`` are dropped (:func:`protocol.checkpoint_plan.checkpoint_view`).
+  expired at ``now_ms`` are dropped (:func:`raydelta.protocol.checkpoint_plan.checkpoint_view`).
 - V2 checkpoints are written only for tables that support ``v2Checkpoint``;
   a V2 checkpoint holds either all its file actions or none (all in sidecars).
 - ``_last_checkpoint`` is not moved backwards: if it already names a newer
@@ -38,7 +38,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     Sidecar,
     action_name,
@@ -46,7 +46,7 @@ from protocol.actions import (
     parse_actions,
     serialize_actions,
 )
-from protocol.checkpoint_plan import (
+from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
     ShardWork,
     checkpoint_view,
@@ -56,10 +56,10 @@ from protocol.checkpoint_plan import (
     sidecar_counts,
     table_configuration,
 )
-from protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows
-from protocol.errors import CheckpointWriteError
-from protocol.file_actions import FileKey, column_as_json
-from protocol.file_names import (
+from raydelta.protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows
+from raydelta.protocol.errors import CheckpointWriteError
+from raydelta.protocol.file_actions import FileKey, column_as_json
+from raydelta.protocol.file_names import (
     LAST_CHECKPOINT_NAME,
     FileFormat,
     LogFile,
@@ -67,16 +67,16 @@ from protocol.file_names import (
     sidecar_name,
     uuid_checkpoint_name,
 )
-from protocol.last_checkpoint import (
+from raydelta.protocol.last_checkpoint import (
     LastCheckpointInfo,
     parse_last_checkpoint,
     serialize_last_checkpoint,
 )
-from protocol.reconciliation import TableState
-from protocol.table_configuration import TableConfiguration
-from protocol.table_features import V2_CHECKPOINT
-from storage.log_reader import read_parquet_actions, sidecar_path
-from storage.log_store import LogStore
+from raydelta.protocol.reconciliation import TableState
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_features import V2_CHECKPOINT
+from raydelta.storage.log_reader import read_parquet_actions, sidecar_path
+from raydelta.storage.log_store import LogStore
 
 INLINE_MAX_SIDECARS = 100
 INLINE_MAX_NON_FILE_BYTES = 64 * 1024
@@ -212,7 +212,7 @@ def write_sidecar(
 ) -> Sidecar:
     """Write ``_delta_log/_sidecars/<uuid>.parquet`` holding ``adds`` and ``removes``.
 
-    ``adds`` / ``removes`` are canonical rows (:mod:`protocol.file_actions`),
+    ``adds`` / ``removes`` are canonical rows (:mod:`raydelta.protocol.file_actions`),
     written in the checkpoint layout ``layout``. Returns the ``sidecar``
     action (its ``path`` is the bare file name; ``modificationTime`` is the
     stored file's, ``now_ms`` when the store reports none).
@@ -377,7 +377,7 @@ def write_v2_checkpoint(
     ``sidecars=None`` embeds the file actions in the top-level file instead.
     The sidecars must already exist (checked) and together hold exactly the
     file actions of ``state`` as of ``now_ms``, as
-    :func:`protocol.checkpoint_plan.plan_v2_checkpoint` arranges. ``naming``
+    :func:`raydelta.protocol.checkpoint_plan.plan_v2_checkpoint` arranges. ``naming``
     ``"uuid"`` writes ``<v>.checkpoint.<uuid>.<fmt>``; ``"classic"`` writes
     ``<v>.checkpoint.parquet`` with V2 content (for older readers; parquet
     only). Then ``_last_checkpoint`` (unless ``update_last_checkpoint`` is

@@ -30,14 +30,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from protocol.actions import AddFile
-from protocol.deletion_vectors import DeletionVectorDescriptor
-from protocol.partition_values import (
+from raydelta.protocol.actions import AddFile
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
+from raydelta.protocol.partition_values import (
     parse_partition_value,
     partition_path,
     serialize_partition_value,
 )
-from protocol.schema import (
+from raydelta.protocol.schema import (
     PARQUET_FIELD_ID_KEY,
     ColumnMappingMode,
     StructField,
@@ -47,8 +47,8 @@ from protocol.schema import (
     physical_name,
     to_arrow,
 )
-from storage.deletion_vector_files import read_deletion_vector
-from storage.log_store import split_uri
+from raydelta.storage.deletion_vector_files import read_deletion_vector
+from raydelta.storage.log_store import split_uri
 
 
 def data_file_path(fs: Any, table_root: str, path: str) -> str:

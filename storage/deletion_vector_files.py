@@ -4,13 +4,13 @@ Invariants:
 - A read fetches only the byte range of the one entry it needs
   (``dataSize`` + bitmap + CRC-32), plus the version byte when the entry is
   the file's first (offset 1), and always verifies the CRC-32
-  (:class:`~protocol.errors.ChecksumMismatchError` on mismatch).
+  (:class:`~raydelta.protocol.errors.ChecksumMismatchError` on mismatch).
 - Inline DVs are decoded without any I/O.
 - A write creates a new file ``[<prefix>/]deletion_vector_<uuid4>.bin`` under
   the table root holding every given bitmap, and returns one ``u`` descriptor
   per bitmap, in order. A fresh UUID4 names each file, which is what keeps
   writers apart; an existing file at that name is refused
-  (:class:`~protocol.errors.FileAlreadyExistsError`), but that check is not
+  (:class:`~raydelta.protocol.errors.FileAlreadyExistsError`), but that check is not
   atomic.
 - Paths are fsspec URLs (``file://``, ``memory://``, ``s3://``... or plain
   local paths). ``filesystem`` (an fsspec filesystem) wins over
@@ -27,7 +27,7 @@ import fsspec
 import pyarrow as pa
 from pyroaring import BitMap64
 
-from protocol.deletion_vectors import (
+from raydelta.protocol.deletion_vectors import (
     FIRST_ENTRY_OFFSET,
     DeletionVectorDescriptor,
     bitmap_to_arrow,
@@ -37,7 +37,7 @@ from protocol.deletion_vectors import (
     serialize_dv_file,
     to_row_bitmap,
 )
-from protocol.errors import DeletionVectorError, FileAlreadyExistsError
+from raydelta.protocol.errors import DeletionVectorError, FileAlreadyExistsError
 
 
 def read_deleted_rows(

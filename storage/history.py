@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.commit_timestamps import CommitTimestamp, monotonize
-from protocol.file_names import LogFileKind
-from storage.log_reader import first_commit_info
-from storage.log_store import LogStore, log_store_for
-from storage.snapshot import load_head_from_store
+from raydelta.protocol.commit_timestamps import CommitTimestamp, monotonize
+from raydelta.protocol.file_names import LogFileKind
+from raydelta.storage.log_reader import first_commit_info
+from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.snapshot import load_head_from_store
 
 
 @dataclass(frozen=True)

@@ -21,17 +21,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
-from protocol.errors import CorruptLogError
-from protocol.file_actions import (
+from raydelta.protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
+from raydelta.protocol.errors import CorruptLogError
+from raydelta.protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     column_as_json,
     struct_column_to_table,
 )
-from protocol.file_names import SIDECAR_DIR, LogFile
-from protocol.reconciliation import TableState, state_from_checkpoint
-from storage.log_store import LogStore
+from raydelta.protocol.file_names import SIDECAR_DIR, LogFile
+from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
+from raydelta.storage.log_store import LogStore
 
 ACTION_COLUMNS = (
     "add",
@@ -89,7 +89,7 @@ def _stats_from_parsed(table: pa.Table) -> pa.Table:
     names = [struct_type.field(i).name for i in range(struct_type.num_fields)]
     if "stats" in names or "stats_parsed" not in names:
         return table
-    from protocol.statistics import stats_from_arrow
+    from raydelta.protocol.statistics import stats_from_arrow
 
     combined = add.combine_chunks()
     stats = pa.array(stats_from_arrow(combined.field("stats_parsed")), type=pa.string())
@@ -134,8 +134,8 @@ class CheckpointContents:
                 self.sidecars.append(Sidecar.model_validate(body))
 
     def add_json_actions(self, actions: Sequence[Action]) -> None:
-        from protocol.actions import AddFile, RemoveFile
-        from protocol.file_actions import actions_to_table
+        from raydelta.protocol.actions import AddFile, RemoveFile
+        from raydelta.protocol.file_actions import actions_to_table
 
         adds = [a for a in actions if isinstance(a, AddFile)]
         removes = [r for r in actions if isinstance(r, RemoveFile)]
@@ -248,7 +248,7 @@ def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> 
 
 
 def _is_file_action(action: Action) -> bool:
-    from protocol.actions import AddFile, RemoveFile, Sidecar
+    from raydelta.protocol.actions import AddFile, RemoveFile, Sidecar
 
     return isinstance(action, (AddFile, RemoveFile, Sidecar))
 

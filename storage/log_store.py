@@ -38,8 +38,8 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from protocol.errors import FileAlreadyExistsError
-from protocol.file_names import DELTA_LOG_DIR, LogFile, parse_log_file_name
+from raydelta.protocol.errors import FileAlreadyExistsError
+from raydelta.protocol.file_names import DELTA_LOG_DIR, LogFile, parse_log_file_name
 
 
 def split_uri(

@@ -1,6 +1,6 @@
 """Metadata cleanup: delete expired commits, checkpoints and friends from ``_delta_log``.
 
-The decisions are :mod:`protocol.cleanup_rules`'; this module lists, reads,
+The decisions are :mod:`raydelta.protocol.cleanup_rules`'; this module lists, reads,
 writes and deletes.
 
 Invariants (each one is what keeps the table readable if the process is
@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.cleanup_rules import (
+from raydelta.protocol.cleanup_rules import (
     LogCleanupPlan,
     cutoff_commit_version,
     log_cutoff_timestamp,
@@ -44,21 +44,25 @@ from protocol.cleanup_rules import (
     sidecar_cutoff_timestamp,
     unreferenced_sidecars,
 )
-from protocol.errors import CorruptLogError
-from protocol.file_names import (
+from raydelta.protocol.errors import CorruptLogError
+from raydelta.protocol.file_names import (
     LAST_CHECKPOINT_NAME,
     SIDECAR_DIR,
     STAGED_COMMITS_DIR,
     LogFile,
     LogFileKind,
 )
-from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
-from protocol.log_segment import CheckpointRef
-from protocol.table_features import CHECKPOINT_PROTECTION
-from storage.checkpoint_writer import read_checkpoint_sidecars, write_v2_checkpoint
-from storage.log_reader import read_parquet_actions, sidecar_path
-from storage.log_store import LogStore, log_store_for
-from storage.snapshot import commit_timestamps, load_head_from_store, load_snapshot_from_store
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.log_segment import CheckpointRef
+from raydelta.protocol.table_features import CHECKPOINT_PROTECTION
+from raydelta.storage.checkpoint_writer import read_checkpoint_sidecars, write_v2_checkpoint
+from raydelta.storage.log_reader import read_parquet_actions, sidecar_path
+from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.snapshot import (
+    commit_timestamps,
+    load_head_from_store,
+    load_snapshot_from_store,
+)
 
 logger = logging.getLogger(__name__)
 

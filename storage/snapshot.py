@@ -1,14 +1,14 @@
 """Snapshots: the public read entry point, ``load_snapshot``.
 
-A :class:`Snapshot` is a reconciled :class:`~protocol.reconciliation.TableState`
+A :class:`Snapshot` is a reconciled :class:`~raydelta.protocol.reconciliation.TableState`
 plus where it came from (table URI, log segment) and when (commit timestamp).
 
 Invariants:
 - ``load_snapshot`` reads the table's ``_delta_log`` only: one listing, at
   most one ``_last_checkpoint`` read, the checkpoint (column-selectively)
   and the commits after it. Data files are never opened.
-- A snapshot is only returned for a table deltaray can read
-  (:func:`protocol.table_features.ensure_readable`), holding exactly one
+- A snapshot is only returned for a table raydelta can read
+  (:func:`raydelta.protocol.table_features.ensure_readable`), holding exactly one
   protocol and one metadata action.
 - A missing ``_delta_log`` raises :class:`TableNotFoundError`.
 - ``_last_checkpoint`` is advisory: missing, empty, corrupt or pointing at a
@@ -25,23 +25,35 @@ from typing import Any
 
 import pyarrow as pa
 
-from protocol.actions import AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile
-from protocol.commit_timestamps import CommitTimestamp, monotonize, version_at_timestamp
-from protocol.errors import (
+from raydelta.protocol.actions import (
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+)
+from raydelta.protocol.commit_timestamps import CommitTimestamp, monotonize, version_at_timestamp
+from raydelta.protocol.errors import (
     MissingMetadataError,
     MissingProtocolError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from protocol.file_names import LAST_CHECKPOINT_NAME, LogFile, LogFileKind
-from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
-from protocol.log_segment import LogSegment, build_log_segment
-from protocol.reconciliation import TableHead, TableState, apply_commits
-from protocol.schema import StructType
-from protocol.table_configuration import TableConfiguration
-from protocol.table_features import ensure_readable
-from storage.log_reader import checkpoint_head, checkpoint_state, first_commit_info, read_commits
-from storage.log_store import LogStore, log_store_for
+from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, LogFile, LogFileKind
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.log_segment import LogSegment, build_log_segment
+from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
+from raydelta.protocol.schema import StructType
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_features import ensure_readable
+from raydelta.storage.log_reader import (
+    checkpoint_head,
+    checkpoint_state,
+    first_commit_info,
+    read_commits,
+)
+from raydelta.storage.log_store import LogStore, log_store_for
 
 
 @dataclass(frozen=True)

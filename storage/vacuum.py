@@ -3,7 +3,7 @@
 Two modes, one report (:class:`VacuumReport`):
 
 - **full** lists the table directory (not following symlinks, skipping hidden
-  files and directories, see :mod:`protocol.cleanup_rules`) and deletes every
+  files and directories, see :mod:`raydelta.protocol.cleanup_rules`) and deletes every
   file that is not protected and was last modified before the cutoff
   (``now - retention``).
 - **lite** lists nothing: the candidates are the files (and deletion-vector
@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from fsspec.implementations.local import LocalFileSystem
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.cleanup_rules import (
+from raydelta.protocol.cleanup_rules import (
     HOUR_MS,
     TableRoot,
     check_vacuum_retention,
@@ -59,8 +59,8 @@ from protocol.cleanup_rules import (
     resolve_path,
     vacuum_cutoff_timestamp,
 )
-from storage.log_store import LogStore, log_store_for, mtime_ms
-from storage.snapshot import Snapshot, load_snapshot_from_store
+from raydelta.storage.log_store import LogStore, log_store_for, mtime_ms
+from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
 
 logger = logging.getLogger(__name__)
 
@@ -374,7 +374,7 @@ def log_paths(snapshot: Snapshot, root: TableRoot, *, cutoff_ms: int) -> _LogPat
 
     Plain relative paths (no escapes, no scheme, no dot segments: what writers
     normally produce) are taken as they are, column-wise; the others go
-    through :func:`protocol.cleanup_rules.resolve_path` one by one.
+    through :func:`raydelta.protocol.cleanup_rules.resolve_path` one by one.
     """
     removes = snapshot.all_tombstones
     stamps = pc.fill_null(removes.column("deletionTimestamp"), 0)

@@ -20,7 +20,7 @@ import pytest
 GOLDEN_ROOT = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "delta-spark-golden"
 if not GOLDEN_ROOT.exists():  # a fresh clone has shared/ beside it
     GOLDEN_ROOT = Path(
-        os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden")
+        os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden")
     )
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -61,7 +61,7 @@ def ray_cluster() -> Iterator[Any]:
         ray.init(
             num_cpus=2,
             include_dashboard=False,
-            namespace="deltaray-tests",
+            namespace="raydelta-tests",
             _temp_dir=tmp,
             log_to_driver=False,
             configure_logging=False,
@@ -101,7 +101,7 @@ def spark() -> Iterator[Any]:
 
     session = (
         SparkSession.builder.master("local[2]")
-        .appName("deltaray-tests")
+        .appName("raydelta-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")

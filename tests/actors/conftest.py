@@ -1,8 +1,8 @@
 """Fixtures for the end-to-end tests of the table actors.
 
 Every test here runs against the session's Ray cluster (``ray_cluster``,
-2 CPUs). Table actors are *detached* processes named ``table:<uri>`` in the
-``deltaray`` namespace, so they outlive the handles a test holds: the
+2 CPUs). TableClient actors are *detached* processes named ``table:<uri>`` in the
+``raydelta`` namespace, so they outlive the handles a test holds: the
 ``reap_actors`` fixture kills every table actor whose table lies under the
 test's ``tmp_path`` when the test ends, whoever created it (the test, a Ray
 task, a fault test building the actor itself).
@@ -11,7 +11,7 @@ Shared helpers are fixtures too (the suite runs with
 ``--import-mode=importlib``, so test modules do not import each other):
 
 - ``new_table(...)`` creates a table on a fresh directory and returns
-  ``(uri, Table)``; ``new_tables(n, ...)`` creates ``n`` at once;
+  ``(uri, TableClient)``; ``new_tables(n, ...)`` creates ``n`` at once;
 - ``make_add(path, date=..., records=...)`` builds an ``AddFile``;
 - ``log_files(uri)`` is ``{name: bytes}`` of everything under ``_delta_log``;
 - ``log_commits(uri)`` is ``[(version, actions)]`` of every commit file.
@@ -30,14 +30,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from actors.api import NAMESPACE, Table, create_table, normalize_uri
-from protocol.actions import Action, AddFile, Protocol, parse_actions
-from protocol.file_names import commit_name
+from raydelta.actors.client import TableClient, create_table
+from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.protocol.actions import Action, AddFile, Protocol, parse_actions
+from raydelta.protocol.file_names import commit_name
 
 DEFAULT_SCHEMA = pa.schema([("date", pa.string()), ("value", pa.int64())])
 
-NewTable = Callable[..., tuple[str, Table]]
-NewTables = Callable[..., list[tuple[str, Table]]]
+NewTable = Callable[..., tuple[str, TableClient]]
+NewTables = Callable[..., list[tuple[str, TableClient]]]
 MakeAdd = Callable[..., AddFile]
 
 
@@ -85,7 +86,7 @@ def new_table(reap_actors: str, tmp_path: Path) -> NewTable:
         partition_by: tuple[str, ...] | list[str] = ("date",),
         properties: dict[str, str] | None = None,
         protocol: Protocol | None = None,
-    ) -> tuple[str, Table]:
+    ) -> tuple[str, TableClient]:
         path = tmp_path / f"table-{next(counter)}"
         table = create_table(
             str(path),
@@ -104,9 +105,9 @@ def module_table(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> 
     """Like ``new_table`` but one table per distinct set of options for the whole
     module (a table actor costs a process start); killed when the module ends."""
     root = tmp_path_factory.mktemp("module-tables")
-    cache: dict[str, tuple[str, Table]] = {}
+    cache: dict[str, tuple[str, TableClient]] = {}
 
-    def get(**options: Any) -> tuple[str, Table]:
+    def get(**options: Any) -> tuple[str, TableClient]:
         key = repr(sorted(options.items(), key=lambda item: item[0]))
         if key not in cache:
             schema = options.get("schema", DEFAULT_SCHEMA)
@@ -132,7 +133,7 @@ def new_tables(new_table: NewTable) -> NewTables:
     overlaps that cost.
     """
 
-    def make(count: int, **options: Any) -> list[tuple[str, Table]]:
+    def make(count: int, **options: Any) -> list[tuple[str, TableClient]]:
         with ThreadPoolExecutor(max_workers=count) as pool:
             return list(pool.map(lambda _: new_table(**options), range(count)))
 

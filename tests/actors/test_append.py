@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import AppendOnlyViolationError, InvalidCommitError
-from protocol.events import ReadSet
-from protocol.predicates import parse_predicate
+from raydelta.protocol.errors import AppendOnlyViolationError, InvalidCommitError
+from raydelta.protocol.events import ReadSet
+from raydelta.protocol.predicates import parse_predicate
 
 
 def test_append_commits_and_retries_exactly_once(
     new_table: Any, make_add: Any, log_commits: Any
 ) -> None:
     uri, table = new_table()
-    version = table.append(make_add("date=2024-01-01/a.parquet"), txn_id="fixed-id")
+    version = table.append_files(make_add("date=2024-01-01/a.parquet"), txn_id="fixed-id")
     assert version == 1
-    assert table.append(make_add("date=2024-01-01/b.parquet"), txn_id="fixed-id") == 1
+    assert table.append_files(make_add("date=2024-01-01/b.parquet"), txn_id="fixed-id") == 1
     commits = log_commits(uri)
     assert [v for v, _ in commits] == [0, 1]
     info = commits[1][1][0]
@@ -34,7 +34,7 @@ def test_concurrent_appends_all_land_once(new_table: Any, make_add: Any, log_com
 
     def writer(i: int) -> None:
         for j in range(5):
-            v = table.append(make_add(f"date=2024-01-01/w{i}-{j}.parquet"))
+            v = table.append_files(make_add(f"date=2024-01-01/w{i}-{j}.parquet"))
             with lock:
                 won.append(v)
 
@@ -54,13 +54,13 @@ def test_append_is_checked_against_the_table_at_commit_time(
     uri, table = new_table()
     before = log_files(uri)
     with pytest.raises(InvalidCommitError):
-        table.append(make_add("a.parquet", partitioned=False))  # no partition value
+        table.append_files(make_add("a.parquet", partitioned=False))  # no partition value
     assert log_files(uri) == before
     txn = table.transaction()
     txn.set_metadata(properties={"delta.appendOnly": "true"})
     txn.upgrade_protocol(writer_features=["appendOnly"])
     txn.commit(operation="SET TBLPROPERTIES")
-    assert table.append(make_add("date=2024-01-01/ok.parquet")) == 2
+    assert table.append_files(make_add("date=2024-01-01/ok.parquet")) == 2
     remover = table.transaction()
     remover.remove("date=2024-01-01/ok.parquet")
     with pytest.raises(AppendOnlyViolationError):

@@ -10,19 +10,19 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import ray
 
-from actors.api import Table, open_table
-from actors.channel import ChannelAddress, ChannelClient, ChannelClosed
-from protocol.actions import Action, AddFile, CommitInfo
-from protocol.errors import TableNotFoundError
+from raydelta.actors.channel import ChannelAddress, ChannelClient, ChannelClosed
+from raydelta.actors.client import TableClient, open_table
+from raydelta.protocol.actions import Action, AddFile, CommitInfo
+from raydelta.protocol.errors import TableNotFoundError
 
-NewTable = Callable[..., tuple[str, Table]]
+NewTable = Callable[..., tuple[str, TableClient]]
 MakeAdd = Callable[..., AddFile]
 LogCommits = Callable[[str], list[tuple[int, list[Action]]]]
 
 P1 = "2024-01-01"
 
 
-def channel_of(table: Table) -> ChannelClient | None:
+def channel_of(table: TableClient) -> ChannelClient | None:
     return getattr(table._channels, "client", None)
 
 
@@ -30,10 +30,10 @@ def test_commits_travel_over_the_channel(new_table: NewTable, make_add: MakeAdd)
     uri, table = new_table()
     version = table.transaction().add(make_add(f"date={P1}/a.parquet")).commit()
     assert channel_of(table) is not None, "the commit did not use the channel"
-    assert table.append(make_add(f"date={P1}/b.parquet")) == version + 1
+    assert table.append_files(make_add(f"date={P1}/b.parquet")) == version + 1
     assert table.snapshot().num_files == 2
     ray_only = open_table(uri, use_channel=False)
-    assert ray_only.append(make_add(f"date={P1}/c.parquet")) == version + 2
+    assert ray_only.append_files(make_add(f"date={P1}/c.parquet")) == version + 2
     assert channel_of(ray_only) is None
     assert ray_only.snapshot().num_files == table.snapshot().num_files == 3
     assert ray_only.head() == table.head()
@@ -42,7 +42,7 @@ def test_commits_travel_over_the_channel(new_table: NewTable, make_add: MakeAdd)
 def test_errors_raised_in_the_actor_arrive_typed(reap_actors: str, make_add: MakeAdd) -> None:
     table = open_table(f"{reap_actors}/missing")
     with pytest.raises(TableNotFoundError):
-        table.append(make_add(f"date={P1}/a.parquet"))
+        table.append_files(make_add(f"date={P1}/a.parquet"))
     assert table.version() == -1
 
 
@@ -50,7 +50,7 @@ def test_a_broken_channel_falls_back_to_ray_exactly_once(
     new_table: NewTable, make_add: MakeAdd, log_commits: LogCommits
 ) -> None:
     uri, table = new_table()
-    table.append(make_add(f"date={P1}/a.parquet"))
+    table.append_files(make_add(f"date={P1}/a.parquet"))
     client = channel_of(table)
     assert client is not None
     client._sock.shutdown(socket.SHUT_RDWR)  # the connection dies under the handle
@@ -66,7 +66,7 @@ def test_a_broken_channel_falls_back_to_ray_exactly_once(
 
 def test_a_restarted_actor_serves_a_new_channel(new_table: NewTable, make_add: MakeAdd) -> None:
     _, table = new_table()
-    table.append(make_add(f"date={P1}/a.parquet"))
+    table.append_files(make_add(f"date={P1}/a.parquet"))
     before = ray.get(table.actor.channel_address.remote())
     ray.kill(table.actor, no_restart=False)
     # ray.kill only asks: the old process may answer a little longer, so wait
@@ -79,7 +79,7 @@ def test_a_restarted_actor_serves_a_new_channel(new_table: NewTable, make_add: M
     assert after is not None and after.token != before.token
     # the handle's connection was to the dead process: the call goes through Ray,
     # and the next one opens a channel to the new incarnation
-    assert table.append(make_add(f"date={P1}/b.parquet")) == 2
+    assert table.append_files(make_add(f"date={P1}/b.parquet")) == 2
     assert table.version() == 2 and channel_of(table) is not None
     assert table.snapshot().num_files == 2
 
@@ -104,7 +104,7 @@ def test_threads_sharing_a_handle_get_distinct_versions(
     uri, table = new_table()
 
     def append(i: int) -> int:
-        return table.append(make_add(f"date={P1}/t{i}.parquet"))
+        return table.append_files(make_add(f"date={P1}/t{i}.parquet"))
 
     with ThreadPoolExecutor(8) as pool:
         versions = list(pool.map(append, range(40)))
@@ -116,11 +116,11 @@ def test_a_handle_pickled_into_a_task_opens_its_own_channel(
     new_table: NewTable, make_add: MakeAdd
 ) -> None:
     _, table = new_table()
-    table.append(make_add(f"date={P1}/a.parquet"))
+    table.append_files(make_add(f"date={P1}/a.parquet"))
 
     @ray.remote(num_cpus=0)
-    def commit_there(handle: Table, add: AddFile) -> tuple[int, bool]:
-        version = handle.append(add)
+    def commit_there(handle: TableClient, add: AddFile) -> tuple[int, bool]:
+        version = handle.append_files(add)
         return version, getattr(handle._channels, "client", None) is not None
 
     version, used_channel = ray.get(commit_there.remote(table, make_add(f"date={P1}/b.parquet")))

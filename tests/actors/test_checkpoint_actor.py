@@ -23,16 +23,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.api import NAMESPACE, normalize_uri
-from actors.checkpoint_actor import (
+from raydelta.actors.checkpoint_actor import (
     MAP_TASK_FAULT,
     SHARD_TASK_FAULT,
     actor_name,
     checkpoint_actor,
     ensure_checkpointer,
 )
-from actors.faults import FAULT_FILE_ENV, arm
-from protocol.actions import (
+from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.faults import FAULT_FILE_ENV, arm
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -43,7 +43,7 @@ from protocol.actions import (
     parse_actions,
     serialize_actions,
 )
-from protocol.checkpoint_plan import (
+from raydelta.protocol.checkpoint_plan import (
     SHARD_HASH,
     SHARD_HASH_FNV,
     TAG_SHARD_HASH,
@@ -53,11 +53,16 @@ from protocol.checkpoint_plan import (
     stable_hash64,
     words_hash64,
 )
-from protocol.events import CommitPublished
-from protocol.file_actions import DV_TYPE, table_keys
-from protocol.file_names import LogFileKind, commit_name, compaction_name, parse_log_file_name
-from protocol.reconciliation import TableState, apply_commits
-from storage.checkpoint_sources import (
+from raydelta.protocol.events import CommitPublished
+from raydelta.protocol.file_actions import DV_TYPE, table_keys
+from raydelta.protocol.file_names import (
+    LogFileKind,
+    commit_name,
+    compaction_name,
+    parse_log_file_name,
+)
+from raydelta.protocol.reconciliation import TableState, apply_commits
+from raydelta.storage.checkpoint_sources import (
     compacted_actions,
     decode_fingerprints,
     encode_fingerprints,
@@ -72,10 +77,10 @@ from storage.checkpoint_sources import (
     split_delta,
     write_log_compaction,
 )
-from storage.checkpoint_writer import read_checkpoint_sidecars
-from storage.log_reader import sidecar_path
-from storage.log_store import log_store_for
-from storage.snapshot import load_snapshot
+from raydelta.storage.checkpoint_writer import read_checkpoint_sidecars
+from raydelta.storage.log_reader import sidecar_path
+from raydelta.storage.log_store import log_store_for
+from raydelta.storage.snapshot import load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")
@@ -122,7 +127,7 @@ def test_shard_hash_is_named_in_tags_and_old_sidecars_stay_readable() -> None:
         path="a.parquet",
         sizeInBytes=1,
         modificationTime=1,
-        tags={"deltaray.shard": "2", "deltaray.numShards": "7", TAG_SHARD_HASH: SHARD_HASH_FNV},
+        tags={"raydelta.shard": "2", "raydelta.numShards": "7", TAG_SHARD_HASH: SHARD_HASH_FNV},
     )
     assert sidecar_shard(old) is None  # another hash: never located with the new one
     assert sidecar_shard(old, hash_name=SHARD_HASH_FNV) == (2, 7)
@@ -661,7 +666,7 @@ def test_policy_checkpoints_every_interval_from_real_commits(
     import ray
 
     uri, table = new_table(
-        properties={"delta.checkpointInterval": "3", "deltaray.compactionInterval": "2"}
+        properties={"delta.checkpointInterval": "3", "raydelta.compactionInterval": "2"}
     )
     path = Path(uri[len("file://") :])
     handle = ensure_checkpointer(table)
@@ -786,7 +791,8 @@ def test_killed_task_is_retried_and_its_sidecar_never_referenced(
 def test_cli_and_job_print_a_json_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], checkpointers: Callable[..., Any]
 ) -> None:
-    from actors import checkpoint_job, cli
+    from raydelta import cli
+    from raydelta.actors import checkpoint_job
 
     path = tmp_path / "t"
     build_table(path, v2=True)

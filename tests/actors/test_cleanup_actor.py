@@ -18,15 +18,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from actors.api import NAMESPACE, Table
-from actors.cleanup_actor import actor_name, ensure_cleaner, ray_lister
-from actors.faults import FAULT_FILE_ENV, arm
-from protocol.actions import AddFile
-from protocol.file_names import commit_name
-from storage.checkpoint_writer import write_checkpoint
-from storage.log_store import log_store_for
-from storage.snapshot import load_snapshot
-from storage.vacuum import list_sequential
+from raydelta.actors.cleanup_actor import actor_name, ensure_cleaner, ray_lister
+from raydelta.actors.client import TableClient
+from raydelta.actors.cluster import NAMESPACE
+from raydelta.actors.faults import FAULT_FILE_ENV, arm
+from raydelta.protocol.actions import AddFile
+from raydelta.protocol.file_names import commit_name
+from raydelta.storage.checkpoint_writer import write_checkpoint
+from raydelta.storage.log_store import log_store_for
+from raydelta.storage.snapshot import load_snapshot
+from raydelta.storage.vacuum import list_sequential
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -67,12 +68,12 @@ def reap_cleaners(reap_actors: str) -> Iterator[str]:
 
 
 def table_with_tombstones(
-    new_table: Callable[..., tuple[str, Table]],
+    new_table: Callable[..., tuple[str, TableClient]],
     make_add: Callable[..., AddFile],
     *,
     dates: int = 3,
     per_date: int = 4,
-) -> tuple[str, Table, set[str], set[str]]:
+) -> tuple[str, TableClient, set[str], set[str]]:
     """A table whose first file of each date is live and the others were removed
     long ago; returns ``(uri, table, live paths, expired paths)``, all on disk."""
     uri, table = new_table()
@@ -256,7 +257,7 @@ def test_cli_vacuum_and_cleanup(
     ray_cluster: Any,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from actors.cli import main
+    from raydelta.cli import main
 
     uri, _, _, expired = table_with_tombstones(new_table, make_add)
     assert main(["vacuum", uri, "--dry-run", "--json"]) == 0

@@ -1,4 +1,4 @@
-"""The ``deltaray`` CLI contract: snapshot and history, JSON and text, errors."""
+"""The ``raydelta`` CLI contract: snapshot and history, JSON and text, errors."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import deltalake
 import pyarrow as pa
 
-from protocol.file_names import commit_name
+from raydelta.protocol.file_names import commit_name
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "actors.cli", *args],
+        [sys.executable, "-m", "raydelta.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,

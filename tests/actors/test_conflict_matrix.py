@@ -50,9 +50,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from actors.api import Table, Transaction
-from protocol.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
-from protocol.errors import (
+from raydelta.actors.client import TableClient, Transaction
+from raydelta.protocol.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from raydelta.protocol.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -61,11 +61,11 @@ from protocol.errors import (
     MetadataChangedException,
     ProtocolChangedException,
 )
-from protocol.events import IsolationLevel
-from protocol.table_features import upgrade_protocol
+from raydelta.protocol.events import IsolationLevel
+from raydelta.protocol.table_features import upgrade_protocol
 
-NewTable = Callable[..., tuple[str, Table]]
-NewTables = Callable[..., list[tuple[str, Table]]]
+NewTable = Callable[..., tuple[str, TableClient]]
+NewTables = Callable[..., list[tuple[str, TableClient]]]
 MakeAdd = Callable[..., AddFile]
 LogFiles = Callable[[str], dict[str, bytes]]
 LogCommits = Callable[[str], list[tuple[int, list[Action]]]]
@@ -362,7 +362,7 @@ NON_CONFLICTS: dict[str, Case] = {
 }
 
 
-def _seed(table: Table, make_add: MakeAdd, partitioned: bool, run: str) -> dict[str, AddFile]:
+def _seed(table: TableClient, make_add: MakeAdd, partitioned: bool, run: str) -> dict[str, AddFile]:
     files = {
         name: make_add(seed_path(run, name, partitioned), P2 if name == C else P1)
         if partitioned
@@ -378,7 +378,7 @@ def _run(
     level: IsolationLevel,
     run: str,
     uri: str,
-    table: Table,
+    table: TableClient,
     make_add: MakeAdd,
     log_files: LogFiles,
     log_commits: LogCommits,
@@ -432,7 +432,9 @@ def _run(
     assert table.version() == read + 1
 
 
-def _tables(case: Case, module_table: NewTable, new_tables: NewTables) -> list[tuple[str, Table]]:
+def _tables(
+    case: Case, module_table: NewTable, new_tables: NewTables
+) -> list[tuple[str, TableClient]]:
     if case.fresh:
         return new_tables(len(LEVELS), **case.table)
     return [module_table(**case.table)] * len(LEVELS)

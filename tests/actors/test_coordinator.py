@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.coordinator import CommitCoordinator
-from protocol.actions import (
+from raydelta.actors.coordinator import CommitCoordinator
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -27,7 +27,7 @@ from protocol.actions import (
     parse_actions,
     serialize_actions,
 )
-from protocol.errors import (
+from raydelta.protocol.errors import (
     ConcurrentDeleteReadException,
     DuplicateActionError,
     MetadataChangedException,
@@ -35,7 +35,7 @@ from protocol.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from protocol.events import (
+from raydelta.protocol.events import (
     CommitCommitted,
     CommitConflict,
     CommitRejected,
@@ -44,10 +44,10 @@ from protocol.events import (
     IsolationLevel,
     ReadSet,
 )
-from protocol.file_names import commit_name
-from protocol.schema import from_arrow, serialize_schema
-from protocol.table_features import upgrade_protocol
-from storage.snapshot import load_snapshot
+from raydelta.protocol.file_names import commit_name
+from raydelta.protocol.schema import from_arrow, serialize_schema
+from raydelta.protocol.table_features import upgrade_protocol
+from raydelta.storage.snapshot import load_snapshot
 
 P1, P2 = "2024-01-01", "2024-01-02"
 

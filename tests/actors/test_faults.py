@@ -1,6 +1,6 @@
 """Crash the table actor at the worst moments; the history stays right.
 
-The actor is created here with ``DELTARAY_FAULT_FILE`` in its environment
+The actor is created here with ``RAYDELTA_FAULT_FILE`` in its environment
 (``actors.faults``): a point listed in that JSON file makes the actor
 process exit at once, as a killed process would, the first time it is
 reached (the point is struck from the file, so the restarted actor goes
@@ -31,11 +31,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from actors.api import NAMESPACE, Table, create_table, normalize_uri, open_table
-from actors.faults import FAULT_FILE_ENV, arm
-from actors.table_actor import TableActor, actor_name
-from protocol.actions import Action, AddFile, CommitInfo
-from storage.snapshot import load_snapshot
+from raydelta.actors.client import TableClient, create_table, open_table
+from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.faults import FAULT_FILE_ENV, arm
+from raydelta.actors.table_actor import TableActor, actor_name
+from raydelta.protocol.actions import Action, AddFile, CommitInfo
+from raydelta.storage.snapshot import load_snapshot
 
 MakeAdd = Callable[..., AddFile]
 LogFiles = Callable[[str], dict[str, bytes]]
@@ -47,7 +48,7 @@ P1 = "2024-01-01"
 @dataclass
 class FaultyTable:
     uri: str
-    table: Table
+    table: TableClient
     handle: Any
     fault_file: Path
 

@@ -4,7 +4,7 @@ Real parquet data files are written with pyarrow and committed through the
 actor with their true size and statistics (``numRecords``, min/max, null
 counts). Then ``deltalake`` (delta-rs) and DuckDB's ``delta`` extension
 (delta-kernel-rs) read the table: same version, same files, same rows as
-deltaray's own snapshot and as the data we wrote minus what we deleted.
+raydelta's own snapshot and as the data we wrote minus what we deleted.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from actors.api import Table
-from protocol.actions import AddFile
+from raydelta.actors.client import TableClient
+from raydelta.protocol.actions import AddFile
 
-NewTable = Callable[..., tuple[str, Table]]
+NewTable = Callable[..., tuple[str, TableClient]]
 
 DATA_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
 PARTITIONED = pa.schema([("date", pa.string()), *DATA_SCHEMA])
@@ -78,7 +78,7 @@ def rows_of(data: pa.Table, date: str | None) -> list[Row]:
 
 
 def check_peers_agree(
-    uri: str, table: Table, expected: list[Row], partitioned: bool, connection: Any
+    uri: str, table: TableClient, expected: list[Row], partitioned: bool, connection: Any
 ) -> None:
     from deltalake import DeltaTable
 

@@ -1,4 +1,4 @@
-"""A real PySpark pipeline: Spark writes data files, commits through deltaray's
+"""A real PySpark pipeline: Spark writes data files, commits through raydelta's
 TableActor (Python Data Source API), and peers read the result."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from actors import create_table
-from storage.snapshot import load_snapshot
+from raydelta.actors.client import create_table
+from raydelta.storage.snapshot import load_snapshot
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def deltaray_spark(spark: Any, ray_cluster: Any) -> Any:
-    from actors.spark import register
+def raydelta_spark(spark: Any, ray_cluster: Any) -> Any:
+    from raydelta.spark import register
 
     register(spark)
     return spark
@@ -43,9 +43,9 @@ def _kill(table: Any) -> None:
 
 
 def test_spark_appends_and_overwrites_commit_through_the_actor(
-    deltaray_spark: Any, tmp_path: Path
+    raydelta_spark: Any, tmp_path: Path
 ) -> None:
-    spark = deltaray_spark
+    spark = raydelta_spark
     uri = str(tmp_path / "events")
     table = create_table(
         uri,
@@ -55,7 +55,7 @@ def test_spark_appends_and_overwrites_commit_through_the_actor(
     try:
         rows = [(i, f"n{i}", "2026-11-21" if i % 2 else "2026-11-22") for i in range(40)]
         frame = spark.createDataFrame(rows, "id long, name string, day string").repartition(3)
-        frame.write.format("deltaray").mode("append").save(uri)
+        frame.write.format("raydelta").mode("append").save(uri)
 
         snap = load_snapshot(uri)
         assert snap.version == 1
@@ -65,14 +65,14 @@ def test_spark_appends_and_overwrites_commit_through_the_actor(
 
         theirs = deltalake.DeltaTable(uri).to_pyarrow_table()
         assert sorted(theirs.column("id").to_pylist()) == list(range(40))
-        back = spark.read.format("deltaray").load(uri)
+        back = spark.read.format("raydelta").load(uri)
         assert sorted(r.id for r in back.collect()) == list(range(40))
         assert back.filter("day = '2026-11-22'").count() == 20
 
         replacement = spark.createDataFrame(
             [(100, "x", "2026-11-23")], "id long, name string, day string"
         )
-        replacement.write.format("deltaray").mode("overwrite").save(uri)
+        replacement.write.format("raydelta").mode("overwrite").save(uri)
         snap = load_snapshot(uri)
         assert snap.version == 2
         assert [a.partition_values["day"] for a in snap.add_files()] == ["2026-11-23"]
@@ -81,31 +81,31 @@ def test_spark_appends_and_overwrites_commit_through_the_actor(
         _kill(table)
 
 
-def test_spark_reads_deletion_vectors_through_deltaray(
-    deltaray_spark: Any, golden_root: Path, tmp_path: Path
+def test_spark_reads_deletion_vectors_through_raydelta(
+    raydelta_spark: Any, golden_root: Path, tmp_path: Path
 ) -> None:
     """35 live rows in delta-spark's DV table (README expectation)."""
     source = golden_root / "dv-partitioned-with-checkpoint"
     shutil.copytree(source, tmp_path / "dv")
-    frame = deltaray_spark.read.format("deltaray").load(str(tmp_path / "dv"))
+    frame = raydelta_spark.read.format("raydelta").load(str(tmp_path / "dv"))
     assert frame.count() == 35
 
 
-def test_time_travel_option(deltaray_spark: Any, tmp_path: Path) -> None:
+def test_time_travel_option(raydelta_spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     for i in range(2):
         deltalake.write_deltalake(uri, pa.table({"id": [i]}), mode="append")
-    frame = deltaray_spark.read.format("deltaray").option("versionAsOf", 0).load(uri)
+    frame = raydelta_spark.read.format("raydelta").option("versionAsOf", 0).load(uri)
     assert [r.id for r in frame.collect()] == [0]
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])
 def test_spark_writes_and_reads_a_column_mapped_table(
-    deltaray_spark: Any, tmp_path: Path, mode: str, duck: Any
+    raydelta_spark: Any, tmp_path: Path, mode: str, duck: Any
 ) -> None:
     """Data files carry physical names (and field ids); Spark, deltalake and
     duckdb see the logical names."""
-    spark = deltaray_spark
+    spark = raydelta_spark
     uri = str(tmp_path / "mapped")
     table = create_table(
         uri,
@@ -123,7 +123,7 @@ def test_spark_writes_and_reads_a_column_mapped_table(
     try:
         rows = [("2026-11-21" if i % 2 else "2026-11-22", i, (i, -i)) for i in range(10)]
         frame = spark.createDataFrame(rows, "day string, id long, point struct<x int, y int>")
-        frame.write.format("deltaray").mode("append").save(uri)
+        frame.write.format("raydelta").mode("append").save(uri)
 
         snap = load_snapshot(uri)
         fields = {f.name: f for f in snap.schema.fields}
@@ -135,7 +135,7 @@ def test_spark_writes_and_reads_a_column_mapped_table(
             assert names == [physical["id"], physical["point"]]
 
         expected = sorted((i, {"x": i, "y": -i}, d) for d, i, _ in rows)
-        back = spark.read.format("deltaray").load(uri).collect()
+        back = spark.read.format("raydelta").load(uri).collect()
         assert sorted((r.id, r.point.asDict(), r.day) for r in back) == expected
         theirs = sorted(delta_rs_rows(uri).to_pylist(), key=lambda r: r["id"])
         assert [(r["id"], r["point"], r["day"]) for r in theirs] == expected
@@ -146,12 +146,12 @@ def test_spark_writes_and_reads_a_column_mapped_table(
 
 
 def test_spark_reads_delta_spark_column_mapped_tables(
-    deltaray_spark: Any, golden_root: Path, tmp_path: Path
+    raydelta_spark: Any, golden_root: Path, tmp_path: Path
 ) -> None:
     for name in ("table-with-columnmapping-mode-name", "table-with-columnmapping-mode-id"):
         shutil.copytree(golden_root / name, tmp_path / name)
         uri = str(tmp_path / name)
-        ours = deltaray_spark.read.format("deltaray").load(uri).toArrow()
+        ours = raydelta_spark.read.format("raydelta").load(uri).toArrow()
         theirs = delta_rs_rows(uri)
         assert ours.num_rows == theirs.num_rows > 0
         assert ours.column_names == theirs.column_names
@@ -161,7 +161,7 @@ def test_spark_reads_delta_spark_column_mapped_tables(
 def test_duckdb_reads_a_mapped_partition_column_after_the_data_columns(
     ray_cluster: Any, tmp_path: Path, duck: Any
 ) -> None:
-    from storage.data_files import read_logical_file, write_data_file
+    from raydelta.storage.data_files import read_logical_file, write_data_file
 
     uri = str(tmp_path / "mapped")
     table = create_table(

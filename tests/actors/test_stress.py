@@ -50,13 +50,21 @@ from typing import Any
 
 import pytest
 
-from actors.api import Table, open_table
-from protocol.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
-from protocol.errors import DeltaConcurrentModificationException
-from protocol.events import IsolationLevel, is_append_only
-from storage.snapshot import load_snapshot
+from raydelta.actors.client import TableClient, open_table
+from raydelta.protocol.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
+from raydelta.protocol.errors import DeltaConcurrentModificationException
+from raydelta.protocol.events import IsolationLevel, is_append_only
+from raydelta.storage.snapshot import load_snapshot
 
-NewTable = Callable[..., tuple[str, Table]]
+NewTable = Callable[..., tuple[str, TableClient]]
 LogCommits = Callable[[str], list[tuple[int, list[Action]]]]
 
 DATES = ("2024-01-01", "2024-01-02", "2024-01-03")

@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from actors.api import Table, create_table, open_table
-from protocol.actions import (
+from raydelta.actors.client import TableClient, create_table, open_table
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -29,26 +29,26 @@ from protocol.actions import (
     Protocol,
     RemoveFile,
 )
-from protocol.deletion_vectors import DeletionVectorDescriptor
-from protocol.errors import (
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
+from raydelta.protocol.errors import (
     AppendOnlyViolationError,
     ConcurrentTransactionException,
-    DeltaError,
     DuplicateActionError,
     IllegalActionError,
     InvalidFileActionError,
     InvalidMetadataChangeError,
     ProtocolDowngradeError,
+    RaydeltaError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedTableFeatureException,
 )
-from protocol.events import CommitRequest, ReadSet
-from protocol.schema import parse_schema, serialize_schema
-from protocol.table_features import supported_features, upgrade_protocol
-from storage.snapshot import load_snapshot
+from raydelta.protocol.events import CommitRequest, ReadSet
+from raydelta.protocol.schema import parse_schema, serialize_schema
+from raydelta.protocol.table_features import supported_features, upgrade_protocol
+from raydelta.storage.snapshot import load_snapshot
 
-NewTable = Callable[..., tuple[str, Table]]
+NewTable = Callable[..., tuple[str, TableClient]]
 MakeAdd = Callable[..., AddFile]
 LogFiles = Callable[[str], dict[str, bytes]]
 LogCommits = Callable[[str], list[tuple[int, list[Action]]]]
@@ -59,11 +59,13 @@ DOMAIN_PROTOCOL = upgrade_protocol(
 )
 
 
-def commit_adds(table: Table, *files: AddFile) -> int:
+def commit_adds(table: TableClient, *files: AddFile) -> int:
     return table.transaction().add(*files).commit()
 
 
-def commit_raw(table: Table, actions: list[Action], *, read_version: int | None = None) -> int:
+def commit_raw(
+    table: TableClient, actions: list[Action], *, read_version: int | None = None
+) -> int:
     """Send actions the ``Transaction`` builder would not produce (bad requests)."""
     request = CommitRequest(
         txn_id=str(uuid.uuid4()),
@@ -75,7 +77,7 @@ def commit_raw(table: Table, actions: list[Action], *, read_version: int | None 
     return int(reply.raise_if_conflict().version)
 
 
-def actor_id(table: Table) -> str:
+def actor_id(table: TableClient) -> str:
     return str(table.actor._actor_id.hex())
 
 
@@ -176,8 +178,8 @@ def test_open_table_reaches_the_same_actor_from_another_process(
     uri, table = new_table()
 
     def commit_from_task(table_uri: str) -> tuple[str, int]:
-        from actors.api import open_table as open_in_task
-        from protocol.actions import AddFile as TaskAddFile
+        from raydelta.actors.client import open_table as open_in_task
+        from raydelta.protocol.actions import AddFile as TaskAddFile
 
         remote = open_in_task(table_uri)
         version = (
@@ -318,7 +320,9 @@ def test_snapshot_of_a_missing_table_raises(reap_actors: str) -> None:
 # --- app ids (idempotent streaming writes) --------------------------------------------------------
 
 
-def write_batch(table: Table, app_id: str, batch: int, path: str, make_add: MakeAdd) -> int | None:
+def write_batch(
+    table: TableClient, app_id: str, batch: int, path: str, make_add: MakeAdd
+) -> int | None:
     """The idempotent streaming pattern: skip a batch the table already has."""
     txn = table.transaction()
     done = txn.app_version(app_id)
@@ -461,10 +465,10 @@ def dv() -> DeletionVectorDescriptor:
     return DeletionVectorDescriptor.inline([0, 3])
 
 
-BAD_REQUESTS: dict[str, tuple[dict[str, Any], Callable[..., None], type[DeltaError]]] = {}
+BAD_REQUESTS: dict[str, tuple[dict[str, Any], Callable[..., None], type[RaydeltaError]]] = {}
 
 
-def bad(name: str, error: type[DeltaError], **table_options: Any) -> Callable[..., Any]:
+def bad(name: str, error: type[RaydeltaError], **table_options: Any) -> Callable[..., Any]:
     def register(fn: Callable[..., None]) -> Callable[..., None]:
         BAD_REQUESTS[name] = (table_options, fn, error)
         return fn
@@ -473,25 +477,25 @@ def bad(name: str, error: type[DeltaError], **table_options: Any) -> Callable[..
 
 
 @bad("duplicate-add-paths", DuplicateActionError)
-def _duplicate_adds(table: Table, make_add: MakeAdd) -> None:
+def _duplicate_adds(table: TableClient, make_add: MakeAdd) -> None:
     table.transaction().add(
         make_add(f"date={P1}/x.parquet"), make_add(f"date={P1}/x.parquet")
     ).commit()
 
 
 @bad("add-and-remove-same-file", DuplicateActionError)
-def _add_and_remove(table: Table, make_add: MakeAdd) -> None:
+def _add_and_remove(table: TableClient, make_add: MakeAdd) -> None:
     file = make_add(f"date={P1}/existing.parquet")
     table.transaction().add(file).remove(file).commit()
 
 
 @bad("missing-partition-values", InvalidFileActionError)
-def _missing_partition(table: Table, make_add: MakeAdd) -> None:
+def _missing_partition(table: TableClient, make_add: MakeAdd) -> None:
     table.transaction().add(make_add(f"{P1}/x.parquet", partitioned=False)).commit()
 
 
 @bad("unexpected-partition-key", InvalidFileActionError)
-def _extra_partition(table: Table, make_add: MakeAdd) -> None:
+def _extra_partition(table: TableClient, make_add: MakeAdd) -> None:
     file = make_add(f"date={P1}/x.parquet", partitionValues={"date": P1, "hour": "3"})
     table.transaction().add(file).commit()
 
@@ -501,13 +505,13 @@ def _extra_partition(table: Table, make_add: MakeAdd) -> None:
     InvalidFileActionError,
     properties={"delta.enableDeletionVectors": "true"},
 )
-def _dv_without_records(table: Table, make_add: MakeAdd) -> None:
+def _dv_without_records(table: TableClient, make_add: MakeAdd) -> None:
     file = make_add(f"date={P1}/existing.parquet", records=None, deletionVector=dv())
     table.transaction().add(file).commit()
 
 
 @bad("dv-on-table-without-dv-support", InvalidFileActionError)
-def _dv_unsupported(table: Table, make_add: MakeAdd) -> None:
+def _dv_unsupported(table: TableClient, make_add: MakeAdd) -> None:
     file = make_add(f"date={P1}/existing.parquet", deletionVector=dv())
     table.transaction().add(file).commit()
 
@@ -515,12 +519,12 @@ def _dv_unsupported(table: Table, make_add: MakeAdd) -> None:
 @bad(
     "remove-on-append-only-table", AppendOnlyViolationError, properties={"delta.appendOnly": "true"}
 )
-def _remove_append_only(table: Table, make_add: MakeAdd) -> None:
+def _remove_append_only(table: TableClient, make_add: MakeAdd) -> None:
     table.transaction().remove(make_add(f"date={P1}/existing.parquet")).commit(operation="DELETE")
 
 
 @bad("unknown-writer-feature", UnsupportedTableFeatureException)
-def _unknown_feature(table: Table, make_add: MakeAdd) -> None:
+def _unknown_feature(table: TableClient, make_add: MakeAdd) -> None:
     unknown = Protocol(
         minReaderVersion=1,
         minWriterVersion=7,
@@ -530,12 +534,12 @@ def _unknown_feature(table: Table, make_add: MakeAdd) -> None:
 
 
 @bad("protocol-downgrade", ProtocolDowngradeError, protocol=DOMAIN_PROTOCOL)
-def _downgrade(table: Table, make_add: MakeAdd) -> None:
+def _downgrade(table: TableClient, make_add: MakeAdd) -> None:
     commit_raw(table, [Protocol(minReaderVersion=1, minWriterVersion=2)])
 
 
 @bad("two-metadata-actions", DuplicateActionError)
-def _two_metadata(table: Table, make_add: MakeAdd) -> None:
+def _two_metadata(table: TableClient, make_add: MakeAdd) -> None:
     current = table.head().metadata
     assert current is not None
     commit_raw(
@@ -545,17 +549,17 @@ def _two_metadata(table: Table, make_add: MakeAdd) -> None:
 
 
 @bad("partition-column-not-in-schema", InvalidMetadataChangeError)
-def _bad_partitioning(table: Table, make_add: MakeAdd) -> None:
+def _bad_partitioning(table: TableClient, make_add: MakeAdd) -> None:
     table.transaction().set_metadata(partition_by=["no_such_column"]).commit()
 
 
 @bad("domain-without-the-feature", IllegalActionError)
-def _domain_unsupported(table: Table, make_add: MakeAdd) -> None:
+def _domain_unsupported(table: TableClient, make_add: MakeAdd) -> None:
     table.transaction().set_domain("com.example.x", "{}").commit()
 
 
 @bad("reserved-system-domain", IllegalActionError, protocol=DOMAIN_PROTOCOL)
-def _system_domain(table: Table, make_add: MakeAdd) -> None:
+def _system_domain(table: TableClient, make_add: MakeAdd) -> None:
     table.transaction().set_domain("delta.somethingNew", "{}").commit()
 
 
@@ -711,8 +715,8 @@ def test_row_ids_never_overlap_across_concurrent_commits(
 def test_release_table_stops_its_actors_and_a_held_handle_carries_on(
     new_table: NewTable, make_add: MakeAdd, ray_cluster: Any
 ) -> None:
-    from actors import release_table
-    from actors.checkpoint_actor import ensure_checkpointer
+    from raydelta.actors.checkpoint_actor import ensure_checkpointer
+    from raydelta.actors.client import release_table
 
     uri, table = new_table()
     commit_adds(table, make_add(f"date={P1}/a.parquet"))

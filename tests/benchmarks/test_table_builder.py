@@ -1,4 +1,4 @@
-"""The synthetic-table builder writes a log that delta-rs and deltaray read alike.
+"""The synthetic-table builder writes a log that delta-rs and raydelta read alike.
 
 Small tables only (about 2k files, with real data files), so this stays fast;
 the million-file table is exercised by ``benchmarks/snapshot_load.py``.
@@ -30,7 +30,7 @@ def _build(tmp_path: Path, **options: object) -> BuiltTable:
 
 
 def _ours(built: BuiltTable) -> pa.Table:
-    from storage.snapshot import load_snapshot
+    from raydelta.storage.snapshot import load_snapshot
 
     snapshot = load_snapshot(built.uri)
     assert snapshot.version == built.version
@@ -55,7 +55,7 @@ def _peer(built: BuiltTable) -> tuple[object, pa.Table]:
     ],
     ids=["classic", "partitioned", "multipart"],
 )
-def test_deltalake_and_deltaray_agree(
+def test_deltalake_and_raydelta_agree(
     tmp_path: Path, num_files: int, options: dict[str, object]
 ) -> None:
     built = _build(tmp_path, num_files=num_files, **options)

@@ -1,4 +1,4 @@
-"""Shared oracle for the conformance suite: deltaray vs deltalake (delta-rs).
+"""Shared oracle for the conformance suite: raydelta vs deltalake (delta-rs).
 
 ``assert_matches_deltalake(path, version=None)`` loads the table with both
 engines at the same version and asserts they agree on:
@@ -70,7 +70,7 @@ def _deleted_rows_by_deltalake(dt: Any, table_root: Path) -> dict[str, set[int]]
 
 
 def _our_deleted_rows(snap: Any, table_root: Path) -> dict[str, set[int]]:
-    from storage.deletion_vector_files import read_deletion_vector
+    from raydelta.storage.deletion_vector_files import read_deletion_vector
 
     out: dict[str, set[int]] = {}
     for add in snap.add_files():
@@ -84,7 +84,7 @@ def _our_deleted_rows(snap: Any, table_root: Path) -> dict[str, set[int]]:
 def check_matches_deltalake(path: Path, version: int | None = None) -> None:
     import deltalake
 
-    from storage.snapshot import load_snapshot
+    from raydelta.storage.snapshot import load_snapshot
 
     dt = deltalake.DeltaTable(str(path), version=version)
     snap = load_snapshot(str(path), version=version)
@@ -149,5 +149,5 @@ def check_matches_deltalake(path: Path, version: int | None = None) -> None:
 
 @pytest.fixture
 def assert_matches_deltalake() -> DeltalakeCheck:
-    """``check(path, version=None)``: deltaray and deltalake agree (module doc)."""
+    """``check(path, version=None)``: raydelta and deltalake agree (module doc)."""
     return check_matches_deltalake

@@ -1,4 +1,4 @@
-"""What each delta-spark golden table must do under deltaray: the catalogue as data.
+"""What each delta-spark golden table must do under raydelta: the catalogue as data.
 
 Every directory under ``delta-spark-golden/`` that holds a ``_delta_log``
 (nested ones included), every top-level directory that is not a table, and
@@ -29,11 +29,11 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from protocol.errors import (
-    DeltaError,
+from raydelta.protocol.errors import (
     InvalidProtocolVersionException,
     MissingMetadataError,
     MissingProtocolError,
+    RaydeltaError,
     TableNotFoundError,
     VersionsNotContiguousError,
 )
@@ -56,17 +56,17 @@ class GoldenTable:
     kind: Kind = Kind.TABLE
     deltalake_refusal: str | None = None
     """Why deltalake cannot serve as the oracle (``None``: it does)."""
-    error: type[DeltaError] | None = None
+    error: type[RaydeltaError] | None = None
     error_match: tuple[str, ...] = ()
     """Substrings the error message must contain."""
     checks: tuple[str, ...] = ()
     """Names of table-specific checks in ``test_golden_tables.CHECKS``."""
     known_bugs: Mapping[str, str] = field(default_factory=dict)
-    """check name -> where deltaray is wrong: that check is ``xfail(strict=True)``."""
+    """check name -> where raydelta is wrong: that check is ``xfail(strict=True)``."""
 
 
 _NO_SCHEMA = "deltalake requires metaData.schemaString, which this hand-written log omits"
-"""deltaray reads an absent ``schemaString`` as the empty schema (delta-spark's
+"""raydelta reads an absent ``schemaString`` as the empty schema (delta-spark's
 log suites load these tables too), so they are checked against the naive replay."""
 
 

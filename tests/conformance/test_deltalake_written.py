@@ -1,11 +1,11 @@
-"""Tables written by deltalake (delta-rs) load identically in deltaray and deltalake.
+"""Tables written by deltalake (delta-rs) load identically in raydelta and deltalake.
 
 Each test builds a table in ``tmp_path`` with deltalake's writer and
 maintenance operations, then, at *every* version, compares the two engines
 with ``conftest.check_matches_deltalake`` (version, protocol, metadata, live
 files with sizes / mtimes / numRecords / typed partition values, DV rows).
-Removed files must show up as deltaray tombstones. Timestamp time travel is
-compared with ``DeltaTable.load_as_version(datetime)``, which (like deltaray
+Removed files must show up as raydelta tombstones. Timestamp time travel is
+compared with ``DeltaTable.load_as_version(datetime)``, which (like raydelta
 without in-commit timestamps) resolves timestamps by commit file mtimes: the
 tests space those mtimes an hour apart with ``os.utime``.
 
@@ -31,9 +31,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from protocol.errors import VersionNotFoundError
-from protocol.file_names import LogFileKind
-from storage.snapshot import load_snapshot
+from raydelta.protocol.errors import VersionNotFoundError
+from raydelta.protocol.file_names import LogFileKind
+from raydelta.storage.snapshot import load_snapshot
 
 Check = Callable[..., None]
 HOUR_MS = 3_600_000

@@ -1,4 +1,4 @@
-"""deltaray against delta-spark's 100 golden tables (and the tables nested in them).
+"""raydelta against delta-spark's 100 golden tables (and the tables nested in them).
 
 One ``test_golden_table`` case per directory of the golden root (every nested
 table, every non-table directory), driven by ``golden_expectations.TABLES``;
@@ -8,23 +8,23 @@ tree agree, so nothing is skipped silently.
 For a loadable table the generic case checks, at the latest version and at
 every earlier version (time travel by version):
 
-1. deltaray equals a *naive replay* written here: the JSON commits read line
+1. raydelta equals a *naive replay* written here: the JSON commits read line
    by line into dicts, the last protocol/metaData winning, files keyed by
    ``(path, deletionVector uniqueId)``. Every golden table keeps all its
-   commits, so the replay is independent of checkpoints: where deltaray reads
+   commits, so the replay is independent of checkpoints: where raydelta reads
    a checkpoint, this is also the checkpoint-equals-commits check.
-2. deltaray equals ``deltalake`` (``conftest.check_matches_deltalake``),
+2. raydelta equals ``deltalake`` (``conftest.check_matches_deltalake``),
    unless the catalogue records why deltalake refuses the table; then the
    test checks deltalake still refuses it.
-3. ``actors.cli.snapshot_document`` describes the same snapshot.
+3. ``raydelta.cli.snapshot_document`` describes the same snapshot.
 
 Table-specific expectations (``/work/shared/conformance/README.md`` and
 delta-spark's suites) are separate ``test_golden_check`` cases, so a known
-deltaray bug can be ``xfail(strict=True)`` on exactly the check it breaks.
+raydelta bug can be ``xfail(strict=True)`` on exactly the check it breaks.
 Some checks write: they always work on a copy (``golden_copy``).
 
 Tables whose ``metaData`` has no ``schemaString`` (hand-written by
-delta-spark's generator) load in deltaray with an empty schema, as in
+delta-spark's generator) load in raydelta with an empty schema, as in
 delta-spark's own log suites; deltalake refuses them, so for those the naive
 replay and delta-spark's stated expectations are the oracles.
 """
@@ -50,18 +50,18 @@ import pyarrow.parquet as pq
 import pytest
 from golden_expectations import BY_NAME, TABLES, GoldenTable, Kind
 
-from actors.cli import snapshot_document
-from protocol.errors import (
+from raydelta.cli import snapshot_document
+from raydelta.protocol.errors import (
     InvalidProtocolVersionException,
     MissingMetadataError,
     TableNotFoundError,
     VersionNotFoundError,
     VersionsNotContiguousError,
 )
-from protocol.file_names import LogFileKind
-from protocol.last_checkpoint import parse_last_checkpoint
-from storage.deletion_vector_files import read_deletion_vector
-from storage.snapshot import Snapshot, load_snapshot, load_table_head
+from raydelta.protocol.file_names import LogFileKind
+from raydelta.protocol.last_checkpoint import parse_last_checkpoint
+from raydelta.storage.deletion_vector_files import read_deletion_vector
+from raydelta.storage.snapshot import Snapshot, load_snapshot, load_table_head
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
@@ -174,7 +174,7 @@ _COMPARED_DV_FIELDS = ("storageType", "pathOrInlineDv", "offset", "sizeInBytes",
 
 
 def assert_matches_replay(snap: Snapshot, expected: ReplayedVersion) -> None:
-    """deltaray's snapshot equals the naive replay.
+    """raydelta's snapshot equals the naive replay.
 
     ``dataChange`` is not compared (checkpoints rewrite it to false), and
     tombstones read from a checkpoint may be a subset (expired ones dropped).
@@ -681,7 +681,7 @@ def time_travel_by_timestamp(ctx: Ctx) -> None:
     with pytest.raises(VersionNotFoundError):
         load(copy, timestamp=_TIME_TRAVEL_START_MS - 1)
     # After the newest commit: the newest version (delta-spark's reader raises here;
-    # protocol.commit_timestamps documents deltaray's choice).
+    # protocol.commit_timestamps documents raydelta's choice).
     assert load(copy, timestamp=stamps[versions[-1]] + 10 * _MINUTE_MS).version == versions[-1]
 
 
@@ -764,7 +764,7 @@ def cli_runs(golden_root: Path) -> dict[tuple[str, ...], subprocess.CompletedPro
 
     def run(args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "actors.cli", *args],
+            [sys.executable, "-m", "raydelta.cli", *args],
             capture_output=True,
             text=True,
             cwd=REPO_ROOT,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     AddFile,
     CommitInfo,
     Metadata,
@@ -17,7 +17,7 @@ from protocol.actions import (
     serialize_action,
     serialize_actions,
 )
-from protocol.errors import CorruptLogError
+from raydelta.protocol.errors import CorruptLogError
 
 
 def test_unknown_fields_survive_a_round_trip() -> None:

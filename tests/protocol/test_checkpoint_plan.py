@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -26,7 +26,7 @@ from protocol.actions import (
     Sidecar,
     Txn,
 )
-from protocol.checkpoint_plan import (
+from raydelta.protocol.checkpoint_plan import (
     SHARD_HASH,
     TAG_LAYOUT,
     TAG_MIN_DELETION_TIMESTAMP,
@@ -48,16 +48,21 @@ from protocol.checkpoint_plan import (
     stable_hash64,
     touched_keys_of,
 )
-from protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows, protocol_row
-from protocol.file_actions import (
+from raydelta.protocol.checkpoint_schema import (
+    CheckpointLayout,
+    assemble_rows,
+    non_file_rows,
+    protocol_row,
+)
+from raydelta.protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     actions_to_table,
     canonical_path,
     table_keys,
 )
-from protocol.reconciliation import TableState, replay
-from protocol.table_configuration import TableConfiguration
+from raydelta.protocol.reconciliation import TableState, replay
+from raydelta.protocol.table_configuration import TableConfiguration
 
 MASK64 = (1 << 64) - 1
 
@@ -320,9 +325,9 @@ def test_shard_tags_record_the_shard_function() -> None:
     removes = actions_to_table([_remove("a", 30), _remove("b", 20)], REMOVE_SCHEMA)
     tags = shard_tags(3, 20, layout="L", adds=ADD_SCHEMA.empty_table(), removes=removes)
     assert tags[TAG_SHARD] == "3" and tags[TAG_NUM_SHARDS] == "20"
-    assert tags["deltaray.shardHash"] == SHARD_HASH
+    assert tags["raydelta.shardHash"] == SHARD_HASH
     assert tags[TAG_MIN_DELETION_TIMESTAMP] == "20"
-    assert tags["deltaray.numAdds"] == "0" and tags["deltaray.numRemoves"] == "2"
+    assert tags["raydelta.numAdds"] == "0" and tags["raydelta.numRemoves"] == "2"
 
 
 def test_reusable_sidecars_keeps_untouched_shards_only() -> None:
@@ -343,8 +348,8 @@ def test_reusable_sidecars_keeps_untouched_shards_only() -> None:
 
 
 def test_reusable_sidecars_rewrites_shards_with_expired_tombstones() -> None:
-    stale = _sidecar(0, 2, "L", **{"deltaray.numRemoves": "1", TAG_MIN_DELETION_TIMESTAMP: "99"})
-    fresh = _sidecar(1, 2, "L", **{"deltaray.numRemoves": "1", TAG_MIN_DELETION_TIMESTAMP: "100"})
+    stale = _sidecar(0, 2, "L", **{"raydelta.numRemoves": "1", TAG_MIN_DELETION_TIMESTAMP: "99"})
+    fresh = _sidecar(1, 2, "L", **{"raydelta.numRemoves": "1", TAG_MIN_DELETION_TIMESTAMP: "100"})
     reused = reusable_sidecars(
         [stale, fresh], (), num_shards=2, layout="L", tombstone_cutoff_ms=100
     )
@@ -376,7 +381,7 @@ def test_plan_v2_checkpoint_shards_and_reuses() -> None:
     )
     # pretend the shards were written; one new file touches exactly one shard
     previous = [
-        _sidecar(w.shard, w.num_shards, plan.layout.fingerprint, **{"deltaray.numAdds": "10"})
+        _sidecar(w.shard, w.num_shards, plan.layout.fingerprint, **{"raydelta.numAdds": "10"})
         for w in plan.to_write
     ]
     later = replay([(2, [_add("new.parquet")])], base=state)
@@ -472,7 +477,7 @@ def test_v2_layout_has_checkpoint_metadata_and_sidecar() -> None:
     assert "checkpointMetadata" not in layout.schema().names
     assert {"checkpointMetadata", "sidecar"} <= set(layout.schema(v2=True).names)
     assert layout.sidecar_schema().names == ["add", "remove"]
-    assert TAG_LAYOUT == "deltaray.layout"
+    assert TAG_LAYOUT == "raydelta.layout"
 
 
 @given(

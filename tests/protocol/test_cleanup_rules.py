@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import z85
-from protocol.cleanup_rules import (
+from raydelta.protocol import z85
+from raydelta.protocol.cleanup_rules import (
     DAY_MS,
     HOUR_MS,
     TableRoot,
@@ -30,9 +30,9 @@ from protocol.cleanup_rules import (
     sidecar_cutoff_timestamp,
     unreferenced_sidecars,
 )
-from protocol.commit_timestamps import CommitTimestamp
-from protocol.errors import RetentionTooShortError, VersionNotFoundError
-from protocol.file_names import (
+from raydelta.protocol.commit_timestamps import CommitTimestamp
+from raydelta.protocol.errors import RetentionTooShortError, VersionNotFoundError
+from raydelta.protocol.file_names import (
     LogFile,
     LogFileKind,
     checksum_name,
@@ -45,8 +45,8 @@ from protocol.file_names import (
     staged_commit_name,
     uuid_checkpoint_name,
 )
-from protocol.last_checkpoint import LastCheckpointInfo
-from protocol.log_segment import build_log_segment
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo
+from raydelta.protocol.log_segment import build_log_segment
 
 U1 = "016ae953-37a9-438e-8683-9a9a4a79a395"
 U2 = "7d17ac10-5cc3-401b-bd1a-9c82dd2ea032"

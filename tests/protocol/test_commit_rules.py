@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     AddCDCFile,
     AddFile,
@@ -21,9 +21,9 @@ from protocol.actions import (
     Txn,
     UnknownAction,
 )
-from protocol.commit_rules import validate_commit
-from protocol.deletion_vectors import DeletionVectorDescriptor
-from protocol.errors import (
+from raydelta.protocol.commit_rules import validate_commit
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
+from raydelta.protocol.errors import (
     AppendOnlyViolationError,
     DuplicateActionError,
     IllegalActionError,
@@ -34,7 +34,7 @@ from protocol.errors import (
     ProtocolDowngradeError,
     UnsupportedTableFeatureException,
 )
-from protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_configuration import TableConfiguration
 
 
 def field(name: str, type_: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.commit_timestamps import (
+from raydelta.protocol.commit_timestamps import (
     FILE_MODIFICATION_TIME,
     IN_COMMIT_TIMESTAMP,
     CommitTimestamp,
@@ -18,7 +18,7 @@ from protocol.commit_timestamps import (
     monotonize,
     version_at_timestamp,
 )
-from protocol.errors import CorruptLogError, InvalidTableError, VersionNotFoundError
+from raydelta.protocol.errors import CorruptLogError, InvalidTableError, VersionNotFoundError
 
 GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
 

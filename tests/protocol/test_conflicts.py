@@ -9,7 +9,7 @@ OPTIMIZE can conflict under both; OPTIMIZE vs INSERT cannot. "Can conflict"
 means "when they touch the same files": each pair is run on the same
 partition (expected outcome below) and on disjoint partitions (never).
 Which exception is raised follows delta-spark's check order (appends before
-deletes), with one documented deltaray difference: ``dataChange=false`` adds
+deletes), with one documented raydelta difference: ``dataChange=false`` adds
 (compaction output) are not counted as appends.
 """
 
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.actions import (
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -35,7 +35,7 @@ from protocol.actions import (
     RemoveFile,
     Txn,
 )
-from protocol.conflicts import (
+from raydelta.protocol.conflicts import (
     ROW_TRACKING_DOMAIN,
     WinningCommit,
     assign_row_tracking,
@@ -47,7 +47,7 @@ from protocol.conflicts import (
     row_tracking_domain,
     with_in_commit_timestamp,
 )
-from protocol.errors import (
+from raydelta.protocol.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -58,10 +58,10 @@ from protocol.errors import (
     ProtocolChangedException,
     UnsupportedTableFeatureException,
 )
-from protocol.events import FileRef, IsolationLevel, ReadSet
-from protocol.predicates import parse_predicate
-from protocol.schema import DATE
-from protocol.table_configuration import TableConfiguration
+from raydelta.protocol.events import FileRef, IsolationLevel, ReadSet
+from raydelta.protocol.predicates import parse_predicate
+from raydelta.protocol.schema import DATE
+from raydelta.protocol.table_configuration import TableConfiguration
 
 S = IsolationLevel.SERIALIZABLE
 WS = IsolationLevel.WRITE_SERIALIZABLE
@@ -482,7 +482,7 @@ def test_read_nothing_never_conflicts_on_data() -> None:
 
 
 def test_rearranging_adds_are_not_appends() -> None:
-    # deltaray difference from delta-spark: a dataChange=false add alone (a stats
+    # raydelta difference from delta-spark: a dataChange=false add alone (a stats
     # recommit) does not make a concurrent reader conflict.
     read = _update_read(P1, S)
     check(read, _update_own(), [winner(4, add(f"{P1}/a.parquet", data_change=False))])

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64
 
-from protocol import z85
-from protocol.deletion_vectors import (
+from raydelta.protocol import z85
+from raydelta.protocol.deletion_vectors import (
     MAGIC_NUMBER,
     NATIVE_MAGIC_NUMBER,
     DeletionVectorDescriptor,
@@ -29,7 +29,7 @@ from protocol.deletion_vectors import (
     serialize_dv_file,
     unique_id_of,
 )
-from protocol.errors import ChecksumMismatchError, DeletionVectorError
+from raydelta.protocol.errors import ChecksumMismatchError, DeletionVectorError
 
 GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
 DV_TABLES = ["log-replay-dv-key-cases", "dv-partitioned-with-checkpoint", "dv-with-columnmapping"]

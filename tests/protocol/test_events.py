@@ -7,8 +7,8 @@ import pickle
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from protocol import errors
-from protocol.actions import (
+from raydelta.protocol import errors
+from raydelta.protocol.actions import (
     AddCDCFile,
     AddFile,
     CommitInfo,
@@ -19,8 +19,8 @@ from protocol.actions import (
     Txn,
     UnknownAction,
 )
-from protocol.deletion_vectors import DeletionVectorDescriptor
-from protocol.events import (
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
+from raydelta.protocol.events import (
     CommitCommitted,
     CommitConflict,
     CommitPublished,
@@ -32,7 +32,7 @@ from protocol.events import (
     ReadSet,
     is_append_only,
 )
-from protocol.predicates import parse_predicate
+from raydelta.protocol.predicates import parse_predicate
 
 REPLY: TypeAdapter[CommitReply] = TypeAdapter(CommitReply)
 
@@ -208,7 +208,7 @@ def test_conflict_with_unknown_class_name_falls_back_to_the_base_class() -> None
         errors.InvalidCommitError,
     ],
 )
-def test_rejected_reply_reraises_its_class(cls: type[errors.DeltaError]) -> None:
+def test_rejected_reply_reraises_its_class(cls: type[errors.RaydeltaError]) -> None:
     reply = CommitRejected.from_exception("t", cls("nope"))
     decoded = REPLY.validate_python(REPLY.dump_python(reply, mode="json"))
     assert isinstance(decoded, CommitRejected)
@@ -218,7 +218,7 @@ def test_rejected_reply_reraises_its_class(cls: type[errors.DeltaError]) -> None
 
 def test_rejected_with_a_richer_constructor_or_unknown_name() -> None:
     assert type(CommitRejected(txn_id="t", exception="Nope", message="m").error()) is (
-        errors.DeltaError
+        errors.RaydeltaError
     )
     versions = CommitRejected(txn_id="t", exception="VersionsNotContiguousError", message="m")
     assert isinstance(versions.error(), errors.VersionsNotContiguousError)

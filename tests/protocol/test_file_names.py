@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.file_names import (
+from raydelta.protocol.file_names import (
     DELTA_LOG_DIR,
     LAST_CHECKPOINT_NAME,
     SIDECAR_DIR,

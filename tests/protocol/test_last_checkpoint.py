@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.last_checkpoint import (
+from raydelta.protocol.last_checkpoint import (
     LastCheckpointInfo,
     canonicalize_json,
     json_checksum,

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import (
+from raydelta.protocol.errors import (
     InvalidTableError,
     TableNotFoundError,
     VersionNotFoundError,
     VersionsNotContiguousError,
 )
-from protocol.file_names import (
+from raydelta.protocol.file_names import (
     LogFile,
     LogFileKind,
     checksum_name,
@@ -29,8 +29,8 @@ from protocol.file_names import (
     staged_commit_name,
     uuid_checkpoint_name,
 )
-from protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
-from protocol.log_segment import LogSegment, build_log_segment, latest_commit_version
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.log_segment import LogSegment, build_log_segment, latest_commit_version
 
 GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
 U1 = "016ae953-37a9-438e-8683-9a9a4a79a395"

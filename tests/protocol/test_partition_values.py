@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import CorruptLogError, SchemaError
-from protocol.partition_values import (
+from raydelta.protocol.errors import CorruptLogError, SchemaError
+from raydelta.protocol.partition_values import (
     HIVE_DEFAULT_PARTITION,
     escape_path_name,
     parse_partition_value,
@@ -30,7 +30,7 @@ from protocol.partition_values import (
     serialize_partition_value,
     unescape_path_name,
 )
-from protocol.schema import (
+from raydelta.protocol.schema import (
     BINARY,
     BOOLEAN,
     BYTE,
@@ -52,7 +52,7 @@ from protocol.schema import (
     parse_schema,
 )
 
-GOLDEN = Path(os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
 UTC = dt.UTC
 
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import path_index
-from protocol.file_actions import drop_rows
-from protocol.path_index import PathIndex
+from raydelta.protocol import path_index
+from raydelta.protocol.file_actions import drop_rows
+from raydelta.protocol.path_index import PathIndex
 
 NAMES = ["a", "b", "c", "d", "é", "z/1", "z/10", "z/2", ""]
 

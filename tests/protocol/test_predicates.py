@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from protocol.errors import InvalidPredicateError
-from protocol.predicates import (
+from raydelta.protocol.errors import InvalidPredicateError
+from raydelta.protocol.predicates import (
     AlwaysTrue,
     And,
     Comparison,
@@ -30,7 +30,7 @@ from protocol.predicates import (
     references,
     to_sql,
 )
-from protocol.schema import (
+from raydelta.protocol.schema import (
     BOOLEAN,
     DATE,
     DOUBLE,

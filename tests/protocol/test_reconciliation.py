@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import path_index
-from protocol.actions import (
+from raydelta.protocol import path_index
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     DomainMetadata,
@@ -21,9 +21,14 @@ from protocol.actions import (
     RemoveFile,
     Txn,
 )
-from protocol.deletion_vectors import DeletionVectorDescriptor
-from protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, actions_to_table, drop_rows
-from protocol.reconciliation import TableState, apply_commits, replay, state_from_checkpoint
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
+from raydelta.protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, actions_to_table, drop_rows
+from raydelta.protocol.reconciliation import (
+    TableState,
+    apply_commits,
+    replay,
+    state_from_checkpoint,
+)
 
 PATHS = ["a.parquet", "b.parquet", "dir/c.parquet", "special p@#h.parquet"]
 DVS = [

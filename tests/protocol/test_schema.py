@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import SchemaError
-from protocol.schema import (
+from raydelta.protocol.errors import SchemaError
+from raydelta.protocol.schema import (
     BINARY,
     BOOLEAN,
     BYTE,
@@ -52,7 +52,7 @@ from protocol.schema import (
     walk_fields,
 )
 
-GOLDEN = Path(os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
 
 
 def _golden_schema_strings() -> list[tuple[str, str, dict[str, str]]]:

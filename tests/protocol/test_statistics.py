@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.schema import (
+from raydelta.protocol.schema import (
     BINARY,
     BOOLEAN,
     DATE,
@@ -35,7 +35,7 @@ from protocol.schema import (
     StructType,
     parse_schema,
 )
-from protocol.statistics import (
+from raydelta.protocol.statistics import (
     FileStatistics,
     parse_stats,
     stats_from_arrow,
@@ -43,7 +43,7 @@ from protocol.statistics import (
     stats_to_arrow,
 )
 
-GOLDEN = Path(os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
 UTC = dt.UTC
 
 

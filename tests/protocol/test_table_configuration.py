@@ -13,18 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.actions import Metadata, Protocol, parse_actions
-from protocol.errors import (
+from raydelta.protocol.actions import Metadata, Protocol, parse_actions
+from raydelta.protocol.errors import (
     InvalidProtocolError,
     InvalidProtocolVersionException,
     InvalidTableError,
     SchemaError,
     UnsupportedTableFeatureException,
 )
-from protocol.schema import DATE, STRING, ColumnMappingMode
-from protocol.table_configuration import TableConfiguration, parse_interval_ms
+from raydelta.protocol.schema import DATE, STRING, ColumnMappingMode
+from raydelta.protocol.table_configuration import TableConfiguration, parse_interval_ms
 
-GOLDEN = Path(os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
 DAY_MS = 24 * 3600 * 1000
 
 

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.actions import Metadata, Protocol
-from protocol.errors import (
+from raydelta.protocol.actions import Metadata, Protocol
+from raydelta.protocol.errors import (
     InvalidProtocolError,
     InvalidProtocolVersionException,
     InvalidTableError,
     UnsupportedTableFeatureException,
 )
-from protocol.table_features import (
+from raydelta.protocol.table_features import (
     CATALOGUE,
     MAX_READER_VERSION,
     MAX_WRITER_VERSION,
@@ -36,7 +36,7 @@ from protocol.table_features import (
     validate_protocol,
 )
 
-GOLDEN = Path(os.environ.get("DELTARAY_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
 INVALID_VERSION_TABLE = "deltalog-invalid-protocol-version"
 
 
@@ -392,7 +392,7 @@ def test_golden_writability() -> None:
             assert "collations" in str(exc)
             refused.add(table)
     if GOLDEN.is_dir():
-        # Only the collations tables need a writer feature deltaray leaves out.
+        # Only the collations tables need a writer feature raydelta leaves out.
         assert refused == {"collations-table", "collations-preview-table"}
         assert writable - refused
 

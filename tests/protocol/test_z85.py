@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import z85
-from protocol.errors import DeletionVectorError
+from raydelta.protocol import z85
+from raydelta.protocol.errors import DeletionVectorError
 
 # RFC 32's own test vector.
 RFC_BYTES = bytes([0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B])

@@ -19,26 +19,32 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from protocol.actions import CommitInfo, Protocol, Sidecar, parse_actions, serialize_actions
-from protocol.checkpoint_plan import (
+from raydelta.protocol.actions import (
+    CommitInfo,
+    Protocol,
+    Sidecar,
+    parse_actions,
+    serialize_actions,
+)
+from raydelta.protocol.checkpoint_plan import (
     TAG_NUM_SHARDS,
     TAG_SHARD,
     plan_v2_checkpoint,
     shards_of_keys,
     touched_keys_of,
 )
-from protocol.errors import CheckpointWriteError
-from protocol.file_actions import table_keys
-from protocol.file_names import (
+from raydelta.protocol.errors import CheckpointWriteError
+from raydelta.protocol.file_actions import table_keys
+from raydelta.protocol.file_names import (
     LAST_CHECKPOINT_NAME,
     FileFormat,
     LogFileKind,
     classic_checkpoint_name,
     commit_name,
 )
-from protocol.last_checkpoint import parse_last_checkpoint
-from protocol.table_configuration import TableConfiguration
-from storage.checkpoint_writer import (
+from raydelta.protocol.last_checkpoint import parse_last_checkpoint
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.storage.checkpoint_writer import (
     read_checkpoint_sidecars,
     write_checkpoint,
     write_shard_sidecar,
@@ -47,8 +53,8 @@ from storage.checkpoint_writer import (
     write_v2_checkpoint,
     write_v2_checkpoint_single_process,
 )
-from storage.log_store import LogStore, log_store_for
-from storage.snapshot import Snapshot, load_snapshot
+from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.snapshot import Snapshot, load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")

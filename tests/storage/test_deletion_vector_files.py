@@ -13,9 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap64
 
-from protocol.deletion_vectors import DeletionVectorDescriptor, entry_length
-from protocol.errors import ChecksumMismatchError, DeletionVectorError, FileAlreadyExistsError
-from storage.deletion_vector_files import (
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor, entry_length
+from raydelta.protocol.errors import (
+    ChecksumMismatchError,
+    DeletionVectorError,
+    FileAlreadyExistsError,
+)
+from raydelta.storage.deletion_vector_files import (
     read_deleted_rows,
     read_deletion_vector,
     write_deletion_vector_file,

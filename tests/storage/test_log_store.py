@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import FileAlreadyExistsError
-from protocol.file_names import LogFileKind, commit_name
-from storage.log_store import LocalLogStore, LogStore, MemoryLogStore, log_store_for
+from raydelta.protocol.errors import FileAlreadyExistsError
+from raydelta.protocol.file_names import LogFileKind, commit_name
+from raydelta.storage.log_store import LocalLogStore, LogStore, MemoryLogStore, log_store_for
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -22,7 +22,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStore]:
     if request.param == "local":
         uri = f"file://{tmp_path}/table"
     else:
-        uri = f"memory://deltaray-test-{uuid.uuid4().hex}/table"
+        uri = f"memory://raydelta-test-{uuid.uuid4().hex}/table"
     built = log_store_for(uri)
     expected = LocalLogStore if request.param == "local" else MemoryLogStore
     assert isinstance(built, expected)

@@ -21,12 +21,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from protocol.errors import (
+from raydelta.protocol.errors import (
     CorruptLogError,
     UnsupportedTableFeatureException,
     VersionNotFoundError,
 )
-from protocol.file_names import (
+from raydelta.protocol.file_names import (
     LAST_CHECKPOINT_NAME,
     checksum_name,
     classic_checkpoint_name,
@@ -35,14 +35,14 @@ from protocol.file_names import (
     multipart_checkpoint_name,
     staged_commit_name,
 )
-from storage.checkpoint_writer import (
+from raydelta.storage.checkpoint_writer import (
     read_checkpoint_sidecars,
     write_v1_checkpoint,
     write_v2_checkpoint_single_process,
 )
-from storage.log_store import log_store_for
-from storage.metadata_cleanup import cleanup_metadata
-from storage.snapshot import load_snapshot
+from raydelta.storage.log_store import log_store_for
+from raydelta.storage.metadata_cleanup import cleanup_metadata
+from raydelta.storage.snapshot import load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -357,7 +357,7 @@ def test_uuid_v2_checkpoint_gets_classic_copy_and_sidecars_are_collected(tmp_pat
 
 
 def _log_file(b: LogBuilder, name: str) -> Any:
-    from protocol.file_names import parse_log_file_name
+    from raydelta.protocol.file_names import parse_log_file_name
 
     return parse_log_file_name(name, size=(b.log / name).stat().st_size)
 

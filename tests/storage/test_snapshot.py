@@ -11,15 +11,15 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from protocol.errors import (
+from raydelta.protocol.errors import (
     CorruptLogError,
     InvalidProtocolVersionException,
     TableNotFoundError,
     UnsupportedTableFeatureException,
     VersionNotFoundError,
 )
-from protocol.file_names import commit_name
-from storage.snapshot import load_snapshot
+from raydelta.protocol.file_names import commit_name
+from raydelta.storage.snapshot import load_snapshot
 
 
 def _write(path: Path, rows: int, mode: str = "append") -> None:

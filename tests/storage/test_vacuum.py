@@ -19,12 +19,18 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pytest
 
-from protocol import z85
-from protocol.errors import RetentionTooShortError, UnsupportedTableFeatureException
-from protocol.file_names import commit_name
-from storage.log_store import log_store_for
-from storage.snapshot import load_snapshot
-from storage.vacuum import DirectoryListing, list_sequential, list_top_level, list_tree, vacuum
+from raydelta.protocol import z85
+from raydelta.protocol.errors import RetentionTooShortError, UnsupportedTableFeatureException
+from raydelta.protocol.file_names import commit_name
+from raydelta.storage.log_store import log_store_for
+from raydelta.storage.snapshot import load_snapshot
+from raydelta.storage.vacuum import (
+    DirectoryListing,
+    list_sequential,
+    list_top_level,
+    list_tree,
+    vacuum,
+)
 
 deltalake = pytest.importorskip("deltalake")
 

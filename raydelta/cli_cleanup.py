@@ -1,10 +1,10 @@
-"""``deltaray cleanup`` and ``deltaray vacuum``: maintenance through the table's CleanupActor.
+"""``raydelta cleanup`` and ``raydelta vacuum``: maintenance through the table's CleanupActor.
 
-``deltaray cleanup URI [--retention DURATION] [--dry-run] [--json]``
-``deltaray vacuum URI [--retention-hours H] [--lite] [--dry-run] [--force] [--json]``
+``raydelta cleanup URI [--retention DURATION] [--dry-run] [--json]``
+``raydelta vacuum URI [--retention-hours H] [--lite] [--dry-run] [--force] [--json]``
 
 Each command connects to the running Ray cluster (or starts a local one),
-gets the table's ``CleanupActor`` (:func:`actors.cleanup_actor.ensure_cleaner`)
+gets the table's ``CleanupActor`` (:func:`raydelta.actors.cleanup_actor.ensure_cleaner`)
 and runs the work there. Progress goes to stderr while it runs; stdout gets
 one JSON document with ``--json`` and a short summary otherwise. Errors keep
 the CLI contract: the exception raised in the actor is re-raised here, so
@@ -25,7 +25,7 @@ POLL_SECONDS = 0.5
 
 
 def register(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
-    """Add ``cleanup`` and ``vacuum`` to the ``deltaray`` parser (see :mod:`actors.cli`)."""
+    """Add ``cleanup`` and ``vacuum`` to the ``raydelta`` parser (see :mod:`raydelta.cli`)."""
     cleanup = subparsers.add_parser(
         "cleanup", help="delete expired log files (delta.logRetentionDuration)"
     )
@@ -89,9 +89,9 @@ def _run(cleaner: Any, method: str, kwargs: dict[str, Any]) -> Any:
 
 
 def _cleaner(uri: str) -> Any:
-    from actors.api import normalize_uri
-    from actors.cleanup_actor import ensure_cleaner
-    from actors.cli import resolve_uri
+    from raydelta.actors.cleanup_actor import ensure_cleaner
+    from raydelta.actors.cluster import normalize_uri
+    from raydelta.cli import resolve_uri
 
     _progress("connecting to Ray (a local cluster starts if none runs) ...")
     return ensure_cleaner(normalize_uri(resolve_uri(uri)))

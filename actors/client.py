@@ -1,7 +1,7 @@
-"""The public API: ``create_table``, ``open_table``, :class:`Table`, :class:`Transaction`.
+"""The log-level client of a ``TableActor``: :class:`TableClient`, :class:`Transaction`.
 
 >>> import pyarrow as pa                                             # doctest: +SKIP
->>> from actors import create_table, open_table                      # doctest: +SKIP
+>>> from raydelta.actors.client import create_table                 # doctest: +SKIP
 >>> table = create_table("file:///tmp/events", schema=pa.schema([("id", pa.int64())]))
 >>> txn = table.transaction()                                        # doctest: +SKIP
 >>> txn.add(AddFile(path="part-0.parquet", size=10, modificationTime=0))  # doctest: +SKIP
@@ -9,7 +9,7 @@
 1
 
 Invariants:
-- A :class:`Table` is a thin handle: every commit goes through the table's
+- A :class:`TableClient` is a thin handle: every commit goes through the table's
   one ``TableActor``; the handle caches the latest snapshot and brings it up
   to date with the commits it has not seen (from the actor's memory), so a
   ``snapshot()`` after a commit costs the size of that commit, not of the table.
@@ -21,19 +21,28 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 
-from actors.channel import CHANNEL_METHODS, ChannelClient, channel_enabled
-from protocol.actions import (
+from raydelta.actors.channel import CHANNEL_METHODS, ChannelClient, channel_enabled
+from raydelta.actors.cluster import (
+    checkpoint_actor_name,
+    cleanup_actor_name,
+    ensure_ray,
+    find_actor,
+    normalize_uri,
+    start_actor,
+    stop_actor,
+    table_actor_name,
+)
+from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -44,8 +53,8 @@ from protocol.actions import (
     RemoveFile,
     Txn,
 )
-from protocol.errors import TableNotFoundError
-from protocol.events import (
+from raydelta.protocol.errors import TableNotFoundError
+from raydelta.protocol.events import (
     CommitCommitted,
     CommitConflict,
     CommitRejected,
@@ -54,50 +63,25 @@ from protocol.events import (
     IsolationLevel,
     ReadSet,
 )
-from protocol.predicates import Predicate, from_partition_values, parse_predicate
-from protocol.reconciliation import TableHead, apply_commits
-from protocol.schema import (
+from raydelta.protocol.predicates import Predicate, from_partition_values, parse_predicate
+from raydelta.protocol.reconciliation import TableHead, apply_commits
+from raydelta.protocol.schema import (
     ColumnMappingMode,
     assign_column_mapping,
     column_mapping_mode_from,
     from_arrow,
     serialize_schema,
 )
-from protocol.table_configuration import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
-from protocol.table_features import upgrade_protocol
-from storage.history import HistoryEntry, load_history
-from storage.snapshot import Snapshot, load_snapshot
-
-NAMESPACE = "deltaray"
-
-
-def normalize_uri(uri: str) -> str:
-    """One spelling per table: local paths become absolute ``file://`` URIs."""
-    if "://" not in uri:
-        return "file://" + os.path.abspath(os.path.expanduser(uri))
-    if uri.startswith("file://"):
-        return "file://" + os.path.abspath(uri[len("file://") :])
-    return uri.rstrip("/")
-
-
-def _ensure_ray() -> Any:
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
-    return ray
+from raydelta.protocol.table_configuration import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
+from raydelta.protocol.table_features import upgrade_protocol
+from raydelta.storage.history import HistoryEntry, load_history
+from raydelta.storage.snapshot import Snapshot, load_snapshot
 
 
 def _table_actor(uri: str, storage_options: dict[str, Any] | None) -> Any:
-    _ensure_ray()
-    from actors.table_actor import TableActor, actor_name
+    from raydelta.actors.table_actor import TableActor
 
-    return TableActor.options(  # type: ignore[attr-defined]
-        name=actor_name(uri),
-        namespace=NAMESPACE,
-        lifetime="detached",
-        get_if_exists=True,
-    ).remote(uri, storage_options)
+    return start_actor(TableActor, table_actor_name(uri), uri, storage_options)
 
 
 def _default_protocol(properties: Mapping[str, str]) -> Protocol:
@@ -133,8 +117,8 @@ def _default_protocol(properties: Mapping[str, str]) -> Protocol:
 
 def create_table(
     uri: str,
-    *,
     schema: pa.Schema,
+    *,
     partition_by: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
     name: str | None = None,
@@ -142,12 +126,40 @@ def create_table(
     protocol: Protocol | None = None,
     storage_options: dict[str, Any] | None = None,
     use_channel: bool | None = None,
-) -> Table:
+) -> TableClient:
     """Create a new Delta table (version 0) and return its handle.
 
-    Raises :class:`~protocol.errors.TableAlreadyExistsError` if one exists.
+    Raises :class:`~raydelta.protocol.errors.TableAlreadyExistsError` if one exists.
     """
     table = open_table(uri, storage_options=storage_options, use_channel=use_channel)
+    commit_create(
+        table,
+        schema,
+        partition_by=partition_by,
+        properties=properties,
+        name=name,
+        description=description,
+        protocol=protocol,
+    )
+    return table
+
+
+def commit_create(
+    table: TableClient,
+    schema: pa.Schema,
+    *,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    protocol: Protocol | None = None,
+) -> int:
+    """Commit version 0 of ``table``: its protocol (the smallest that supports
+    what ``properties`` turn on, unless given) and metadata. Returns 0.
+
+    Raises :class:`~raydelta.protocol.errors.TableAlreadyExistsError` if the
+    table exists.
+    """
     config = {k: str(v) for k, v in (properties or {}).items()}
     if config.get("delta.enableRowTracking") == "true":
         config.setdefault(
@@ -185,24 +197,20 @@ def create_table(
         },
         commit_time_ms=int(time.time() * 1000),
     )
-    reply = table._call("create", request)
-    table._check(reply)
-    return table
+    return TableClient._check(table._call("create", request))
 
 
 def open_table(
     uri: str, *, storage_options: dict[str, Any] | None = None, use_channel: bool | None = None
-) -> Table:
+) -> TableClient:
     """The handle of the table at ``uri``, starting its actor if none runs.
 
     Starts a local Ray cluster when this process is not connected to one.
     The table need not exist yet (see :func:`create_table`). ``use_channel``:
-    send the hot calls over the actor's direct socket (:mod:`actors.channel`;
-    default: unless ``DELTARAY_CHANNEL=0``), or only through Ray.
+    send the hot calls over the actor's direct socket (:mod:`raydelta.actors.channel`;
+    default: unless ``RAYDELTA_CHANNEL=0``), or only through Ray.
     """
-    normalized = normalize_uri(uri)
-    actor = _table_actor(normalized, storage_options)
-    return Table(normalized, actor, storage_options, use_channel=use_channel)
+    return TableClient.open(uri, storage_options=storage_options, use_channel=use_channel)
 
 
 def release_table(uri: str) -> list[str]:
@@ -214,44 +222,30 @@ def release_table(uri: str) -> list[str]:
     :func:`open_table`, or the next call of a handle still held, starts a fresh
     actor that rebuilds from the log.
     """
-    ray = _ensure_ray()
-    from actors import checkpoint_actor, cleanup_actor, table_actor
+    from raydelta.actors.table_actor import forget_subscribers
 
     normalized = normalize_uri(uri)
     stopped = []
     for name in (
-        table_actor.actor_name(normalized),
-        checkpoint_actor.actor_name(normalized),
-        cleanup_actor.actor_name(normalized),
+        table_actor_name(normalized),
+        checkpoint_actor_name(normalized),
+        cleanup_actor_name(normalized),
     ):
-        try:
-            handle = ray.get_actor(name, namespace=NAMESPACE)
-        except ValueError:
-            continue
-        ray.kill(handle, no_restart=True)
-        _wait_until_dead(handle)
-        stopped.append(name)
-    table_actor.forget_subscribers(normalized)
+        handle = find_actor(name)
+        if handle is not None:
+            stop_actor(handle)
+            stopped.append(name)
+    forget_subscribers(normalized)
     return stopped
 
 
-def _wait_until_dead(handle: Any, *, timeout_s: float = 60.0) -> None:
-    """``ray.kill`` only asks: until the process is gone it may still answer
-    (over its channel, too), so wait for it to be reported dead."""
-    ray = _ensure_ray()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            ray.get(handle.ping.remote(), timeout=5)
-        except ray.exceptions.RayActorError:
-            return
-        except ray.exceptions.GetTimeoutError:
-            continue
-        time.sleep(0.05)
+class TableClient:
+    """A handle on one table's ``TableActor`` (cheap; create with :func:`open_table`).
 
-
-class Table:
-    """A handle on one table's actor (cheap; create with :func:`open_table`)."""
+    The log-level client: transactions of actions, blind appends of files the
+    caller wrote, snapshots served from the actor. :class:`raydelta.Table`
+    builds the data API on top of it.
+    """
 
     def __init__(
         self,
@@ -267,6 +261,19 @@ class Table:
         self.use_channel = channel_enabled() if use_channel is None else use_channel
         self._cached: Snapshot | None = None
         self._channels = threading.local()
+
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        use_channel: bool | None = None,
+    ) -> Self:
+        """A handle on the table at ``uri``, starting its actor if none runs."""
+        normalized = normalize_uri(uri)
+        actor = _table_actor(normalized, storage_options)
+        return cls(normalized, actor, storage_options, use_channel=use_channel)
 
     def __getstate__(self) -> dict[str, Any]:
         # connections belong to this process; the cached snapshot stays here too
@@ -295,7 +302,7 @@ class Table:
                     return client.call(method, args)
                 except OSError:  # ChannelClosed included: re-sent through Ray below
                     self._drop_channel()
-        ray = _ensure_ray()
+        ray = ensure_ray()
         try:
             return ray.get(getattr(self.actor, method).remote(*args))
         except ray.exceptions.ActorDiedError:
@@ -311,7 +318,7 @@ class Table:
         if client is not None or getattr(local, "unavailable", False):
             return client
         try:
-            address = _ensure_ray().get(self.actor.channel_address.remote())
+            address = ensure_ray().get(self.actor.channel_address.remote())
             if address is not None:
                 client = local.client = ChannelClient(address)
         except OSError:
@@ -383,7 +390,7 @@ class Table:
             raise TableNotFoundError(f"no Delta table at {self.uri}")
         return Transaction(self, head, isolation_level=IsolationLevel(isolation_level))
 
-    def append(
+    def append_files(
         self,
         *files: AddFile,
         operation: str = "WRITE",
@@ -433,13 +440,13 @@ class Table:
             operation_parameters=parameters,
             commit_time_ms=int(time.time() * 1000),
         )
-        return Table._check(self._call("commit", request))
+        return TableClient._check(self._call("commit", request))
 
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         return load_history(self.uri, limit=limit, storage_options=self.storage_options)
 
     def __repr__(self) -> str:
-        return f"Table({self.uri!r})"
+        return f"{type(self).__name__}({self.uri!r})"
 
 
 def _commit_timestamp(actions: Sequence[Action], fallback: int) -> int:
@@ -455,7 +462,9 @@ def _commit_timestamp(actions: Sequence[Action], fallback: int) -> int:
 class Transaction:
     """Collects what a writer read and wrote; :meth:`commit` sends it once."""
 
-    def __init__(self, table: Table, head: TableHead, *, isolation_level: IsolationLevel) -> None:
+    def __init__(
+        self, table: TableClient, head: TableHead, *, isolation_level: IsolationLevel
+    ) -> None:
         self.table = table
         self.read_version = head.version
         self._head = head

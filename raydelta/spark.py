@@ -1,9 +1,9 @@
 """Spark integration through PySpark's Python Data Source API (no Delta JVM jars).
 
->>> from actors.spark import register                                 # doctest: +SKIP
+>>> from raydelta.spark import register                                 # doctest: +SKIP
 >>> register(spark)                                                   # doctest: +SKIP
->>> df.write.format("deltaray").mode("append").save("/data/events")   # doctest: +SKIP
->>> spark.read.format("deltaray").load("/data/events").count()        # doctest: +SKIP
+>>> df.write.format("raydelta").mode("append").save("/data/events")   # doctest: +SKIP
+>>> spark.read.format("raydelta").load("/data/events").count()        # doctest: +SKIP
 
 Writing: each Spark task writes its rows as parquet files (one per
 partition value) straight into the table directory and returns their
@@ -43,14 +43,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType as SparkStructType
 
-from protocol.errors import DeltaError
-from protocol.schema import StructType, parse_schema
+from raydelta.protocol.errors import RaydeltaError
+from raydelta.protocol.schema import StructType, parse_schema
 
-_RAY_ADDRESS_ENV = "DELTARAY_RAY_ADDRESS"
+_RAY_ADDRESS_ENV = "RAYDELTA_RAY_ADDRESS"
 
 
 def register(spark: Any, *, ray_address: str | None = None) -> None:
-    """Register the ``deltaray`` format with ``spark``.
+    """Register the ``raydelta`` format with ``spark``.
 
     The registered class carries the Ray cluster address (``ray_address``, or
     the cluster this process is connected to): Spark runs the data source in
@@ -63,9 +63,9 @@ def register(spark: Any, *, ray_address: str | None = None) -> None:
     # A class that is not importable by name is pickled by value, so the
     # address travels with it to Spark's Python workers.
     bound = type(
-        "DeltaRayDataSourceBoundToCluster",
-        (DeltaRayDataSource,),
-        {"ray_address": ray_address, "__qualname__": "DeltaRayDataSourceBoundToCluster"},
+        "RaydeltaDataSourceBoundToCluster",
+        (RaydeltaDataSource,),
+        {"ray_address": ray_address, "__qualname__": "RaydeltaDataSourceBoundToCluster"},
     )
     spark.dataSource.register(bound)
 
@@ -91,23 +91,23 @@ def _mapping_mode(configuration: dict[str, str]) -> str:
     return configuration.get("delta.columnMapping.mode", "none")
 
 
-class DeltaRayDataSource(DataSource):
-    """``spark.read/write.format("deltaray")``; the path is the table URI."""
+class RaydeltaDataSource(DataSource):
+    """``spark.read/write.format("raydelta")``; the path is the table URI."""
 
     ray_address: str | None = None
 
     @classmethod
     def name(cls) -> str:
-        return "deltaray"
+        return "raydelta"
 
     def _uri(self) -> str:
         path = self.options.get("path")
         if not path:
-            raise DeltaError("the deltaray data source needs a path: .load(uri) / .save(uri)")
+            raise RaydeltaError("the raydelta data source needs a path: .load(uri) / .save(uri)")
         return str(path)
 
     def schema(self) -> SparkStructType:
-        from storage.snapshot import load_snapshot
+        from raydelta.storage.snapshot import load_snapshot
 
         snapshot = load_snapshot(self._uri())
         schema_string = snapshot.metadata.schema_string or '{"type":"struct","fields":[]}'
@@ -127,7 +127,7 @@ class _FilePartition(InputPartition):
 
 class _Reader(DataSourceReader):
     def __init__(self, uri: str, options: dict[str, str]) -> None:
-        from storage.snapshot import load_snapshot
+        from raydelta.storage.snapshot import load_snapshot
 
         version = _option(options, "versionAsOf")
         snapshot = load_snapshot(uri, version=int(version) if version is not None else None)
@@ -135,7 +135,7 @@ class _Reader(DataSourceReader):
         self.schema_string = snapshot.metadata.schema_string
         self.configuration = dict(snapshot.metadata.configuration)
         self.partition_columns = list(snapshot.metadata.partition_columns)
-        from protocol.file_actions import ADD_TYPE, arrow_to_json
+        from raydelta.protocol.file_actions import ADD_TYPE, arrow_to_json
 
         self.adds = [arrow_to_json(row, ADD_TYPE) for row in snapshot.files.to_pylist()]
 
@@ -143,7 +143,7 @@ class _Reader(DataSourceReader):
         return [_FilePartition(add) for add in self.adds]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from storage.data_files import read_logical_file
+        from raydelta.storage.data_files import read_logical_file
 
         assert isinstance(partition, _FilePartition)
         schema = _table_schema(self.schema_string)
@@ -167,7 +167,7 @@ class _Writer(DataSourceArrowWriter):
     def __init__(
         self, uri: str, options: dict[str, str], overwrite: bool, ray_address: str | None
     ) -> None:
-        from storage.snapshot import load_snapshot
+        from raydelta.storage.snapshot import load_snapshot
 
         snapshot = load_snapshot(uri)
         self.uri = uri
@@ -180,7 +180,7 @@ class _Writer(DataSourceArrowWriter):
         self.partition_columns = list(snapshot.metadata.partition_columns)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        from storage.data_files import write_data_file
+        from raydelta.storage.data_files import write_data_file
 
         schema = _table_schema(self.schema_string)
         batches = list(iterator)
@@ -223,8 +223,8 @@ class _Writer(DataSourceArrowWriter):
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         import ray
 
-        from actors.api import open_table
-        from protocol.actions import AddFile
+        from raydelta.actors.client import open_table
+        from raydelta.protocol.actions import AddFile
 
         if not ray.is_initialized():
             ray.init(address=self.ray_address, log_to_driver=False)

@@ -1,6 +1,6 @@
-"""``deltaray checkpoint URI [--v2 | --classic] [--top-level json|parquet] [--json]``.
+"""``raydelta checkpoint URI [--v2 | --classic] [--top-level json|parquet] [--json]``.
 
-Registered by :mod:`actors.cli` (an extension module). The checkpoint runs
+Registered by :mod:`raydelta.cli` (an extension module). The checkpoint runs
 through the table's ``CheckpointActor`` (a local Ray cluster is started when
 none runs), progress lines go to stderr, the summary to stdout (one JSON
 document with ``--json``: ``version``, ``kind``, ``filesWritten``,
@@ -17,14 +17,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from actors.checkpoint_job import command
+    from raydelta.actors.checkpoint_job import command
 
     return command(args, trigger="demand")
 
 
 def register(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
-    """Add the ``checkpoint`` subcommand (see :data:`actors.cli.EXTENSION_MODULES`)."""
-    from actors.checkpoint_job import add_arguments
+    """Add the ``checkpoint`` subcommand (see :data:`raydelta.cli.EXTENSION_MODULES`)."""
+    from raydelta.actors.checkpoint_job import add_arguments
 
     parser = subparsers.add_parser(
         "checkpoint", help="write a checkpoint (V2 with sidecars, or classic V1)"

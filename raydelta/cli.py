@@ -1,7 +1,7 @@
-"""The ``deltaray`` command line: a stable, scriptable contract.
+"""The ``raydelta`` command line: a stable, scriptable contract.
 
-``deltaray snapshot URI [--version N | --timestamp ISO8601] [--json]``
-``deltaray history URI [--limit N] [--json]``
+``raydelta snapshot URI [--version N | --timestamp ISO8601] [--json]``
+``raydelta history URI [--limit N] [--json]``
 
 With ``--json`` each command prints exactly one JSON document on stdout.
 On error the exit code is non-zero and stderr starts with the exception
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from protocol.errors import DeltaError
+from raydelta.protocol.errors import RaydeltaError
 
 Handler = Callable[[argparse.Namespace], int]
 _HANDLERS: dict[str, Handler] = {}
@@ -64,9 +64,9 @@ def resolve_uri(uri: str) -> str:
 
 
 def snapshot_document(uri: str, *, version: int | None, timestamp: str | None) -> dict[str, Any]:
-    """The JSON document of ``deltaray snapshot`` (see the module docstring)."""
-    from protocol.file_actions import ADD_TYPE, arrow_to_json, file_key
-    from storage.snapshot import load_snapshot
+    """The JSON document of ``raydelta snapshot`` (see the module docstring)."""
+    from raydelta.protocol.file_actions import ADD_TYPE, arrow_to_json, file_key
+    from raydelta.storage.snapshot import load_snapshot
 
     snap = load_snapshot(uri, version=version, timestamp=timestamp)
     files = []
@@ -140,7 +140,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 @_command("history")
 def _history(args: argparse.Namespace) -> int:
-    from storage.history import load_history
+    from raydelta.storage.history import load_history
 
     entries = load_history(resolve_uri(args.uri), limit=args.limit)
     if args.json:
@@ -155,7 +155,7 @@ def _history(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="deltaray", description="Delta Lake transaction-log engine on Ray."
+        prog="raydelta", description="Delta Lake transaction-log engine on Ray."
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXTENSION_MODULES = ("actors.cli_checkpoint", "actors.cli_cleanup")
+EXTENSION_MODULES = ("raydelta.cli_checkpoint", "raydelta.cli_cleanup")
 """Modules adding subcommands; each defines ``register(subparsers, command)``
 where ``command(name)`` is the decorator that registers a handler."""
 
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _HANDLERS[args.command](args)
-    except DeltaError as exc:
+    except RaydeltaError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1
     except (FileNotFoundError, ValueError) as exc:

@@ -1,0 +1,1 @@
+"""raydelta: a Delta Lake transaction-log engine where Ray actors own each table."""
