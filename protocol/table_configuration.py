@@ -64,31 +64,34 @@ from raydelta.protocol.table_features import (
     supported_features,
     validate_protocol,
 )
-
-# Table property keys and their defaults.
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
-LOG_RETENTION_DURATION = "delta.logRetentionDuration"
-DELETED_FILE_RETENTION_DURATION = "delta.deletedFileRetentionDuration"
-CHECKPOINT_RETENTION_DURATION = "delta.checkpointRetentionDuration"
-SET_TRANSACTION_RETENTION_DURATION = "delta.setTransactionRetentionDuration"
-ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
-WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
-WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
-CHECKPOINT_POLICY = "delta.checkpointPolicy"
-COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
-COLUMN_MAPPING_MAX_ID = "delta.columnMapping.maxColumnId"
-DATA_SKIPPING_NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
-ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
-ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
-ISOLATION_LEVEL = "delta.isolationLevel"
-REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
-
-DEFAULT_CHECKPOINT_INTERVAL = 10
-DEFAULT_LOG_RETENTION = "interval 30 days"
-DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
-DEFAULT_CHECKPOINT_RETENTION = "interval 2 days"
-DEFAULT_NUM_INDEXED_COLS = 32
-DEFAULT_ISOLATION_LEVEL = "WriteSerializable"
+from raydelta.protocol.table_properties import (
+    CHECKPOINT_INTERVAL,
+    CHECKPOINT_POLICY,
+    CHECKPOINT_RETENTION_DURATION,
+    COLUMN_MAPPING_MAX_ID,
+    COLUMN_MAPPING_MODE,
+    DATA_SKIPPING_NUM_INDEXED_COLS,
+    DEFAULT_CHECKPOINT_INTERVAL,
+    DEFAULT_CHECKPOINT_POLICY,
+    DEFAULT_CHECKPOINT_RETENTION,
+    DEFAULT_DELETED_FILE_RETENTION,
+    DEFAULT_ENABLE_EXPIRED_LOG_CLEANUP,
+    DEFAULT_ISOLATION_LEVEL,
+    DEFAULT_LOG_RETENTION,
+    DEFAULT_NUM_INDEXED_COLS,
+    DEFAULT_WRITE_STATS_AS_JSON,
+    DEFAULT_WRITE_STATS_AS_STRUCT,
+    DELETED_FILE_RETENTION_DURATION,
+    ENABLE_EXPIRED_LOG_CLEANUP,
+    ICT_ENABLEMENT_TIMESTAMP,
+    ICT_ENABLEMENT_VERSION,
+    ISOLATION_LEVEL,
+    LOG_RETENTION_DURATION,
+    REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION,
+    SET_TRANSACTION_RETENTION_DURATION,
+    WRITE_STATS_AS_JSON,
+    WRITE_STATS_AS_STRUCT,
+)
 
 CheckpointPolicy = Literal["classic", "v2"]
 
@@ -363,7 +366,7 @@ class TableConfiguration:
 
     @property
     def enable_expired_log_cleanup(self) -> bool:
-        return self._bool(ENABLE_EXPIRED_LOG_CLEANUP, True)
+        return self._bool(ENABLE_EXPIRED_LOG_CLEANUP, DEFAULT_ENABLE_EXPIRED_LOG_CLEANUP)
 
     @property
     def append_only(self) -> bool:
@@ -399,17 +402,18 @@ class TableConfiguration:
     @property
     def write_stats_as_json(self) -> bool:
         """``delta.checkpoint.writeStatsAsJson`` (default true)."""
-        return self._bool(WRITE_STATS_AS_JSON, True)
+        return self._bool(WRITE_STATS_AS_JSON, DEFAULT_WRITE_STATS_AS_JSON)
 
     @property
     def write_stats_as_struct(self) -> bool:
         """``delta.checkpoint.writeStatsAsStruct`` (default false)."""
-        return self._bool(WRITE_STATS_AS_STRUCT, False)
+        return self._bool(WRITE_STATS_AS_STRUCT, DEFAULT_WRITE_STATS_AS_STRUCT)
 
     @property
     def checkpoint_policy(self) -> CheckpointPolicy:
         """``delta.checkpointPolicy``: ``classic`` (default) or ``v2``."""
-        value = self.metadata.configuration.get(CHECKPOINT_POLICY, "classic").strip().lower()
+        configuration = self.metadata.configuration
+        value = configuration.get(CHECKPOINT_POLICY, DEFAULT_CHECKPOINT_POLICY).strip().lower()
         if value == "classic":
             return "classic"
         if value == "v2":

@@ -54,6 +54,18 @@ from raydelta.protocol.schema import (
     parse_schema,
     walk_fields,
 )
+from raydelta.protocol.table_properties import (
+    COLUMN_MAPPING_MODE,
+    CONSTRAINTS_PREFIX,
+    ENABLE_CHANGE_DATA_FEED,
+    ENABLE_DELETION_VECTORS,
+    ENABLE_ICEBERG_COMPAT_V1,
+    ENABLE_ICEBERG_COMPAT_V2,
+    ENABLE_ICEBERG_COMPAT_V3,
+    ENABLE_IN_COMMIT_TIMESTAMPS,
+    ENABLE_ROW_TRACKING,
+    IS_APPEND_ONLY,
+)
 
 MIN_VERSION = 1
 MAX_READER_VERSION = 3
@@ -362,24 +374,24 @@ def _column_metadata_rule(predicate: Callable[[str], bool]) -> ActivationRule:
 
 
 def _column_mapping_rule(configuration: Mapping[str, str], _schema: object) -> bool:
-    mode = column_mapping_mode_from(configuration.get("delta.columnMapping.mode"))
+    mode = column_mapping_mode_from(configuration.get(COLUMN_MAPPING_MODE))
     return mode is not ColumnMappingMode.NONE
 
 
 def _check_constraints_rule(configuration: Mapping[str, str], _schema: object) -> bool:
-    return any(key.startswith("delta.constraints.") for key in configuration)
+    return any(key.startswith(CONSTRAINTS_PREFIX) for key in configuration)
 
 
 # Features absent from this table are active as soon as they are supported.
 _ACTIVATION_RULES: dict[str, ActivationRule] = {
-    APPEND_ONLY: _property_rule("delta.appendOnly"),
-    CHANGE_DATA_FEED: _property_rule("delta.enableChangeDataFeed"),
-    DELETION_VECTORS: _property_rule("delta.enableDeletionVectors"),
-    ROW_TRACKING: _property_rule("delta.enableRowTracking"),
-    IN_COMMIT_TIMESTAMPS: _property_rule("delta.enableInCommitTimestamps"),
-    ICEBERG_COMPAT_V1: _property_rule("delta.enableIcebergCompatV1"),
-    ICEBERG_COMPAT_V2: _property_rule("delta.enableIcebergCompatV2"),
-    ICEBERG_COMPAT_V3: _property_rule("delta.enableIcebergCompatV3"),
+    APPEND_ONLY: _property_rule(IS_APPEND_ONLY),
+    CHANGE_DATA_FEED: _property_rule(ENABLE_CHANGE_DATA_FEED),
+    DELETION_VECTORS: _property_rule(ENABLE_DELETION_VECTORS),
+    ROW_TRACKING: _property_rule(ENABLE_ROW_TRACKING),
+    IN_COMMIT_TIMESTAMPS: _property_rule(ENABLE_IN_COMMIT_TIMESTAMPS),
+    ICEBERG_COMPAT_V1: _property_rule(ENABLE_ICEBERG_COMPAT_V1),
+    ICEBERG_COMPAT_V2: _property_rule(ENABLE_ICEBERG_COMPAT_V2),
+    ICEBERG_COMPAT_V3: _property_rule(ENABLE_ICEBERG_COMPAT_V3),
     COLUMN_MAPPING: _column_mapping_rule,
     CHECK_CONSTRAINTS: _check_constraints_rule,
     INVARIANTS: _column_metadata_rule(lambda key: key == "delta.invariants"),
