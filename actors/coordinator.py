@@ -47,15 +47,7 @@ from raydelta.protocol.actions import (
     serialize_actions,
 )
 from raydelta.protocol.commit_rules import validate_commit
-from raydelta.protocol.conflicts import (
-    ICT_ENABLEMENT_TIMESTAMP,
-    ICT_ENABLEMENT_VERSION,
-    ROW_TRACKING_DOMAIN,
-    WinningCommit,
-    check_conflicts,
-    high_water_mark_of,
-    rebase,
-)
+from raydelta.protocol.conflicts import check_conflicts
 from raydelta.protocol.errors import (
     DeltaConcurrentModificationException,
     FileAlreadyExistsError,
@@ -73,8 +65,12 @@ from raydelta.protocol.events import (
     CommitRequest,
 )
 from raydelta.protocol.file_names import commit_name
+from raydelta.protocol.rebase import rebase
 from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
+from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN, high_water_mark_of
 from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION
+from raydelta.protocol.winning_commits import WinningCommit
 from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
 

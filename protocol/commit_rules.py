@@ -76,6 +76,7 @@ from raydelta.protocol.errors import (
     ProtocolDowngradeError,
     SchemaError,
 )
+from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import (
     DELETION_VECTORS,
@@ -87,7 +88,7 @@ from raydelta.protocol.table_features import (
 
 # System domains raydelta writes or carries with understanding of their rules:
 # the row-id high-water mark (recomputed at commit) and clustering columns.
-MANAGED_SYSTEM_DOMAINS = frozenset({"delta.rowTracking", "delta.clustering"})
+MANAGED_SYSTEM_DOMAINS = frozenset({ROW_TRACKING_DOMAIN, "delta.clustering"})
 
 
 def _single(actions: Sequence[Action], kind: type, name: str) -> None:

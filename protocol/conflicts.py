@@ -1,4 +1,4 @@
-"""Commit conflicts: delta-spark's conflict rules, and the server-side rebase.
+"""Commit conflicts: delta-spark's conflict rules.
 
 A transaction read the table at ``read_version``; since then other commits
 (the *winners*) took versions ``read_version + 1 ..``. Before the
@@ -70,25 +70,22 @@ that a commit changing no data (only ``dataChange=false`` file actions, plus
 ``commitInfo`` and ``delta.rowTracking``) runs at ``SnapshotIsolation``, as
 delta-spark downgrades compaction (:func:`effective_isolation_level`).
 
-:func:`rebase` then rewrites a non-conflicting transaction for its new
-version: in-commit timestamp (``max(now, previous ICT + 1)``, ``commitInfo``
-first), fresh row ids above the high-water mark and a new
-``delta.rowTracking`` domain, ``defaultRowCommitVersion``, ICT enablement
-provenance. :func:`assign_row_tracking` is the row-id part alone.
+:mod:`raydelta.protocol.rebase` then rewrites a transaction that passed for its
+new version.
 
 Invariants:
 - Pure: values in, values out; messages name the winning version and the
   conflicting file or partition.
-- After :func:`rebase`, the fresh row-id ranges of the commit are disjoint
-  from each other and lie above every high-water mark seen (the state's and
-  every winner's), and the emitted high-water mark covers them.
+- Winners are checked in version order whatever order they are given in;
+  the protocol and metadata each winner is judged against are the ones in
+  force after the winners before it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from raydelta.protocol.actions import (
@@ -107,13 +104,18 @@ from raydelta.protocol.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
-    InvalidFileActionError,
     MetadataChangedException,
     ProtocolChangedException,
 )
 from raydelta.protocol.events import IsolationLevel, ReadSet
 from raydelta.protocol.predicates import matches
-from raydelta.protocol.schema import DataType
+from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN
+from raydelta.protocol.schema import (
+    COLUMN_MAPPING_ID_KEY,
+    COLUMN_MAPPING_PHYSICAL_NAME_KEY,
+    NESTED_IDS_KEYS,
+    DataType,
+)
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import (
     CATALOG_MANAGED,
@@ -130,31 +132,25 @@ from raydelta.protocol.table_features import (
     feature,
     supported_features,
 )
-
-ROW_TRACKING_DOMAIN = "delta.rowTracking"
-ROW_TRACKING_PRESERVED_TAG = "delta.rowTracking.preserved"
-IDENTITY_SCHEMA_UPDATE_TAG = "delta.identity.schemaUpdate"
-
-ENABLE_ROW_TRACKING = "delta.enableRowTracking"
-MATERIALIZED_ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
-MATERIALIZED_ROW_COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
-COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
-COLUMN_MAPPING_MAX_ID = "delta.columnMapping.maxColumnId"
-ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
-CHECKPOINT_POLICY = "delta.checkpointPolicy"
-ENABLE_IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
-ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
-ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+from raydelta.protocol.table_properties import (
+    CHECKPOINT_POLICY,
+    COLUMN_MAPPING_MAX_ID,
+    COLUMN_MAPPING_MODE,
+    DEFAULT_COLUMN_MAPPING_MODE,
+    ENABLE_DELETION_VECTORS,
+    ENABLE_IN_COMMIT_TIMESTAMPS,
+    ENABLE_ROW_TRACKING,
+    ICT_ENABLEMENT_TIMESTAMP,
+    ICT_ENABLEMENT_VERSION,
+    MATERIALIZED_ROW_COMMIT_VERSION_COLUMN,
+    MATERIALIZED_ROW_ID_COLUMN,
+    is_true,
+)
+from raydelta.protocol.winning_commits import WinningCommit
 
 # Field-metadata keys that enabling column mapping adds to a schema.
 COLUMN_MAPPING_FIELD_KEYS = frozenset(
-    {
-        "delta.columnMapping.id",
-        "delta.columnMapping.physicalName",
-        "delta.columnMapping.nested.ids",
-        "parquet.field.id",
-        "parquet.field.nested.ids",
-    }
+    {COLUMN_MAPPING_ID_KEY, COLUMN_MAPPING_PHYSICAL_NAME_KEY, *NESTED_IDS_KEYS, "parquet.field.id"}
 )
 
 # Features a concurrent upgrade may not add under a transaction prepared
@@ -175,107 +171,6 @@ FEATURES_FAILING_CONCURRENT_COMMITS = frozenset(
 
 
 # --- winning commits ------------------------------------------------------------------------
-
-
-def high_water_mark_of(domain: DomainMetadata) -> int:
-    """The ``highWaterMark`` of a ``delta.rowTracking`` domain configuration."""
-    try:
-        value = json.loads(domain.configuration)["highWaterMark"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InvalidFileActionError(
-            f"domain {ROW_TRACKING_DOMAIN} has no integer highWaterMark: {domain.configuration!r}"
-        ) from exc
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidFileActionError(
-            f"domain {ROW_TRACKING_DOMAIN} has no integer highWaterMark: {domain.configuration!r}"
-        )
-    return value
-
-
-def row_tracking_domain(high_water_mark: int) -> DomainMetadata:
-    return DomainMetadata(
-        domain=ROW_TRACKING_DOMAIN,
-        configuration=json.dumps({"highWaterMark": high_water_mark}, separators=(",", ":")),
-        removed=False,
-    )
-
-
-def _derive_blind_append(actions: Sequence[Action]) -> bool:
-    for action in actions:
-        if isinstance(action, (RemoveFile, Metadata, Protocol)):
-            return False
-        if isinstance(action, AddFile) and not action.data_change:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class WinningCommit:
-    """What the conflict checker needs to know about one winning commit.
-
-    ``is_blind_append`` is ``commitInfo.isBlindAppend`` when the commit says,
-    else derived: no removes, no metadata or protocol change, and every add
-    changes data. ``file_timestamp`` is the commit file's modification time
-    when known (the previous timestamp for a commit that enables ICT).
-    """
-
-    version: int
-    protocol: Protocol | None = None
-    metadata: Metadata | None = None
-    added_files: tuple[AddFile, ...] = ()
-    removed_files: tuple[RemoveFile, ...] = ()
-    app_ids: frozenset[str] = frozenset()
-    domains: tuple[DomainMetadata, ...] = ()
-    commit_info: CommitInfo | None = None
-    is_blind_append: bool = False
-    in_commit_timestamp: int | None = None
-    row_id_high_water_mark: int | None = None
-    file_timestamp: int | None = None
-    actions: tuple[Action, ...] = field(default=(), repr=False, compare=False)
-
-    @classmethod
-    def from_actions(
-        cls, version: int, actions: Iterable[Action], *, file_timestamp: int | None = None
-    ) -> WinningCommit:
-        actions = tuple(actions)
-        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        domains = tuple(a for a in actions if isinstance(a, DomainMetadata))
-        hwm = None
-        for domain in domains:
-            if domain.domain == ROW_TRACKING_DOMAIN and not domain.removed:
-                hwm = high_water_mark_of(domain)
-        blind = (
-            info.is_blind_append
-            if info is not None and info.is_blind_append is not None
-            else _derive_blind_append(actions)
-        )
-        return cls(
-            version=version,
-            protocol=next((a for a in actions if isinstance(a, Protocol)), None),
-            metadata=next((a for a in actions if isinstance(a, Metadata)), None),
-            added_files=tuple(a for a in actions if isinstance(a, AddFile)),
-            removed_files=tuple(a for a in actions if isinstance(a, RemoveFile)),
-            app_ids=frozenset(a.app_id for a in actions if isinstance(a, Txn)),
-            domains=domains,
-            commit_info=info,
-            is_blind_append=blind,
-            in_commit_timestamp=info.in_commit_timestamp if info is not None else None,
-            row_id_high_water_mark=hwm,
-            file_timestamp=file_timestamp,
-            actions=actions,
-        )
-
-    @property
-    def identity_only_metadata_update(self) -> bool:
-        tags = _tags(self.commit_info)
-        return str(tags.get(IDENTITY_SCHEMA_UPDATE_TAG, "")).lower() == "true"
-
-
-def _tags(info: CommitInfo | None) -> dict[str, Any]:
-    if info is None or not info.model_extra:
-        return {}
-    tags = info.model_extra.get("tags")
-    return dict(tags) if isinstance(tags, dict) else {}
 
 
 # --- isolation --------------------------------------------------------------------------------
@@ -388,12 +283,8 @@ def _protocol_change_error(
     return None, new
 
 
-def _is_true(value: str | None) -> bool:
-    return value is not None and value.strip().lower() == "true"
-
-
 def _mapping_mode(configuration: Mapping[str, str]) -> str:
-    return configuration.get(COLUMN_MAPPING_MODE, "none").strip().lower()
+    return configuration.get(COLUMN_MAPPING_MODE, DEFAULT_COLUMN_MAPPING_MODE).strip().lower()
 
 
 def _strip_column_mapping(raw: Any) -> Any:
@@ -420,9 +311,9 @@ def _configuration_change_error(
     for key in sorted(k for k in after if before.get(k) != after[k]):
         value, is_new = after[key], key not in before
         if key == ENABLE_ROW_TRACKING:
-            ok = _is_true(value) and ROW_TRACKING in supported
+            ok = is_true(value) and ROW_TRACKING in supported
         elif key in (MATERIALIZED_ROW_ID_COLUMN, MATERIALIZED_ROW_COMMIT_VERSION_COLUMN):
-            ok = _is_true(after.get(ENABLE_ROW_TRACKING))
+            ok = is_true(after.get(ENABLE_ROW_TRACKING))
         elif key == COLUMN_MAPPING_MODE:
             ok = (
                 _mapping_mode(before) == "none"
@@ -432,11 +323,11 @@ def _configuration_change_error(
         elif key == COLUMN_MAPPING_MAX_ID:
             ok = True
         elif key == ENABLE_DELETION_VECTORS:
-            ok = _is_true(value) and DELETION_VECTORS in supported
+            ok = is_true(value) and DELETION_VECTORS in supported
         elif key == CHECKPOINT_POLICY:
             ok = value.strip().lower() == "v2" and V2_CHECKPOINT in supported
         elif key == ENABLE_IN_COMMIT_TIMESTAMPS:
-            ok = _is_true(value) and IN_COMMIT_TIMESTAMPS in supported
+            ok = is_true(value) and IN_COMMIT_TIMESTAMPS in supported
         elif key in (ICT_ENABLEMENT_VERSION, ICT_ENABLEMENT_TIMESTAMP):
             ok = is_new
         else:
@@ -686,187 +577,3 @@ def check_conflicts(
     protocol, metadata = read_protocol, read_metadata
     for winner in sorted(winners, key=lambda w: w.version):
         protocol, metadata = _check_winner(winner, ctx, protocol, metadata)
-
-
-# --- rebase -------------------------------------------------------------------------------------
-
-
-def in_commit_timestamp(now_ms: int, previous_timestamp: int | None) -> int:
-    """``max(now, previous + 1)``: the spec's in-commit timestamp of a new commit."""
-    return now_ms if previous_timestamp is None else max(now_ms, previous_timestamp + 1)
-
-
-def with_in_commit_timestamp(actions: Sequence[Action], timestamp: int) -> list[Action]:
-    """``actions`` with ``commitInfo`` first, carrying ``inCommitTimestamp`` (and
-    ``timestamp``) = ``timestamp``; a ``commitInfo`` is created if missing."""
-    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-    rest = [a for a in actions if a is not info]
-    if info is None:
-        stamped = CommitInfo(timestamp=timestamp, inCommitTimestamp=timestamp)
-    else:
-        stamped = info.model_copy(update={"timestamp": timestamp, "in_commit_timestamp": timestamp})
-    return [stamped, *rest]
-
-
-def assign_row_tracking(
-    actions: Sequence[Action],
-    high_water_mark: int | None,
-    version: int,
-    *,
-    read_high_water_mark: int | None = None,
-    read_version: int | None = None,
-) -> list[Action]:
-    """Give fresh row ids and row commit versions to the commit's new adds.
-
-    An ``add`` is *fresh* when it has no ``baseRowId`` or one above the
-    high-water mark the transaction read (``read_high_water_mark``, default
-    ``high_water_mark``): such ids were provisional. Fresh adds get
-    consecutive ranges ``[hwm + 1, hwm + numRecords]`` above
-    ``high_water_mark`` (None: no row ids yet, -1); an add without
-    ``numRecords`` in its stats is refused. Adds keeping a ``baseRowId``
-    (copies of committed files) keep it. ``defaultRowCommitVersion`` becomes
-    ``version`` when it is missing or newer than ``read_version`` (default
-    ``version - 1``). Any ``delta.rowTracking`` domain of the commit is
-    replaced by one with the new high-water mark, placed after a leading
-    ``commitInfo``.
-    """
-    hwm = -1 if high_water_mark is None else high_water_mark
-    fresh_above = hwm if read_high_water_mark is None else read_high_water_mark
-    last_read_version = version - 1 if read_version is None else read_version
-    out: list[Action] = []
-    assigned = False
-    had_domain = False
-    for action in actions:
-        if isinstance(action, DomainMetadata) and action.domain == ROW_TRACKING_DOMAIN:
-            had_domain = True
-            continue
-        if isinstance(action, AddFile):
-            update: dict[str, Any] = {}
-            if action.base_row_id is None or action.base_row_id > fresh_above:
-                records = action.num_records
-                if records is None or records < 0:
-                    raise InvalidFileActionError(
-                        f"row tracking needs numRecords in the stats of add {action.path!r}"
-                    )
-                update["base_row_id"] = hwm + 1
-                hwm += records
-                assigned = True
-                update["default_row_commit_version"] = version
-            elif (
-                action.default_row_commit_version is None
-                or action.default_row_commit_version > last_read_version
-            ):
-                update["default_row_commit_version"] = version
-            if update:
-                action = action.model_copy(update=update)
-        out.append(action)
-    if (assigned or had_domain) and hwm >= 0:
-        position = 1 if out and isinstance(out[0], CommitInfo) else 0
-        out.insert(position, row_tracking_domain(hwm))
-    return out
-
-
-def _mark_row_tracking_not_preserved(actions: list[Action]) -> list[Action]:
-    out: list[Action] = []
-    for action in actions:
-        if isinstance(action, CommitInfo):
-            tags = _tags(action)
-            if ROW_TRACKING_PRESERVED_TAG in tags:
-                tags[ROW_TRACKING_PRESERVED_TAG] = "false"
-                action = action.model_copy(update={"tags": tags})
-        out.append(action)
-    return out
-
-
-def _restamp_ict_enablement(
-    actions: list[Action], *, version: int, timestamp: int, read_version: int
-) -> list[Action]:
-    """Move this commit's own ICT enablement provenance to its new version."""
-    out: list[Action] = []
-    for action in actions:
-        if isinstance(action, Metadata):
-            conf = action.configuration
-            raw = conf.get(ICT_ENABLEMENT_VERSION)
-            try:
-                set_by_this_commit = raw is not None and int(raw) > read_version
-            except ValueError:
-                set_by_this_commit = False
-            if _is_true(conf.get(ENABLE_IN_COMMIT_TIMESTAMPS)) and set_by_this_commit:
-                new_conf = dict(conf)
-                new_conf[ICT_ENABLEMENT_VERSION] = str(version)
-                new_conf[ICT_ENABLEMENT_TIMESTAMP] = str(timestamp)
-                action = action.model_copy(update={"configuration": new_conf})
-        out.append(action)
-    return out
-
-
-def rebase(
-    own_actions: Sequence[Action],
-    winners: Sequence[WinningCommit],
-    *,
-    new_version: int,
-    state_high_water_mark: int | None,
-    in_commit_timestamps_enabled: bool,
-    row_tracking_supported: bool,
-    now_ms: int,
-    read_high_water_mark: int | None = None,
-    previous_commit_timestamp: int | None = None,
-) -> list[Action]:
-    """Rewrite a non-conflicting commit for ``new_version`` after ``winners``.
-
-    Call it with the flags of the table *after* the winners (the latest
-    state). With no winners it prepares a first attempt the same way.
-
-    - Row tracking (when supported): fresh adds get new id ranges above
-      ``max(state_high_water_mark, every winner's high-water mark)`` and
-      ``defaultRowCommitVersion = new_version``; the ``delta.rowTracking``
-      domain is recomputed (:func:`assign_row_tracking`). Pass
-      ``read_high_water_mark`` when the actions carry ids assigned at an
-      earlier attempt (ids above it are reassigned); without it only adds
-      lacking a ``baseRowId`` or above the state's mark are fresh. When a
-      winner turned row tracking on, ``delta.rowTracking.preserved`` in the
-      commit's tags becomes ``false``.
-    - In-commit timestamp (when enabled): ``max(now_ms, previous + 1)`` where
-      previous is the last winner's ICT (or its file time when it had none,
-      e.g. when this commit enables ICT), else ``previous_commit_timestamp``;
-      ``commitInfo`` first. A metadata action of this commit enabling ICT has
-      its enablement version/timestamp moved to ``new_version`` and the new ICT.
-    """
-    ordered = sorted(winners, key=lambda w: w.version)
-    read_version = ordered[0].version - 1 if ordered else new_version - 1
-    actions = list(own_actions)
-
-    if row_tracking_supported:
-        marks = [state_high_water_mark] + [w.row_id_high_water_mark for w in ordered]
-        known = [m for m in marks if m is not None]
-        hwm = max(known) if known else None
-        actions = assign_row_tracking(
-            actions,
-            hwm,
-            new_version,
-            read_high_water_mark=read_high_water_mark,
-            read_version=read_version,
-        )
-    if any(
-        w.metadata is not None and _is_true(w.metadata.configuration.get(ENABLE_ROW_TRACKING))
-        for w in ordered
-    ):
-        actions = _mark_row_tracking_not_preserved(actions)
-
-    if in_commit_timestamps_enabled:
-        previous = previous_commit_timestamp
-        if ordered:
-            last = ordered[-1]
-            previous = (
-                last.in_commit_timestamp
-                if last.in_commit_timestamp is not None
-                else last.file_timestamp
-                if last.file_timestamp is not None
-                else previous
-            )
-        timestamp = in_commit_timestamp(now_ms, previous)
-        actions = with_in_commit_timestamp(actions, timestamp)
-        actions = _restamp_ict_enablement(
-            actions, version=new_version, timestamp=timestamp, read_version=read_version
-        )
-    return actions

@@ -35,18 +35,7 @@ from raydelta.protocol.actions import (
     RemoveFile,
     Txn,
 )
-from raydelta.protocol.conflicts import (
-    ROW_TRACKING_DOMAIN,
-    WinningCommit,
-    assign_row_tracking,
-    check_conflicts,
-    effective_isolation_level,
-    high_water_mark_of,
-    in_commit_timestamp,
-    rebase,
-    row_tracking_domain,
-    with_in_commit_timestamp,
-)
+from raydelta.protocol.conflicts import check_conflicts, effective_isolation_level
 from raydelta.protocol.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -60,8 +49,16 @@ from raydelta.protocol.errors import (
 )
 from raydelta.protocol.events import FileRef, IsolationLevel, ReadSet
 from raydelta.protocol.predicates import parse_predicate
+from raydelta.protocol.rebase import in_commit_timestamp, rebase, with_in_commit_timestamp
+from raydelta.protocol.row_tracking import (
+    ROW_TRACKING_DOMAIN,
+    assign_row_tracking,
+    high_water_mark_of,
+    row_tracking_domain,
+)
 from raydelta.protocol.schema import DATE
 from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.winning_commits import WinningCommit
 
 S = IsolationLevel.SERIALIZABLE
 WS = IsolationLevel.WRITE_SERIALIZABLE

@@ -1,0 +1,110 @@
+"""Row tracking: the ``delta.rowTracking`` domain and fresh row ids.
+
+A table supporting ``rowTracking`` gives every row a stable id: each ``add``
+carries ``baseRowId`` (its rows take ``baseRowId + row index``) and
+``defaultRowCommitVersion``, and the ``delta.rowTracking`` metadata domain
+records the high-water mark, the highest id ever assigned (PROTOCOL.md,
+"Row Tracking").
+
+Invariants:
+- Pure: values in, values out.
+- :func:`assign_row_tracking` gives the fresh adds of one commit disjoint,
+  consecutive id ranges above the high-water mark it is given, and the
+  domain it emits covers them; adds that keep a committed ``baseRowId``
+  keep it.
+- :func:`high_water_mark_of` refuses a domain without an integer
+  ``highWaterMark`` (:class:`InvalidFileActionError`), never guesses one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from raydelta.protocol.actions import Action, AddFile, CommitInfo, DomainMetadata
+from raydelta.protocol.errors import InvalidFileActionError
+
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+ROW_TRACKING_PRESERVED_TAG = "delta.rowTracking.preserved"
+
+
+def high_water_mark_of(domain: DomainMetadata) -> int:
+    """The ``highWaterMark`` of a ``delta.rowTracking`` domain configuration."""
+    try:
+        value = json.loads(domain.configuration)["highWaterMark"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidFileActionError(
+            f"domain {ROW_TRACKING_DOMAIN} has no integer highWaterMark: {domain.configuration!r}"
+        ) from exc
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidFileActionError(
+            f"domain {ROW_TRACKING_DOMAIN} has no integer highWaterMark: {domain.configuration!r}"
+        )
+    return value
+
+
+def row_tracking_domain(high_water_mark: int) -> DomainMetadata:
+    return DomainMetadata(
+        domain=ROW_TRACKING_DOMAIN,
+        configuration=json.dumps({"highWaterMark": high_water_mark}, separators=(",", ":")),
+        removed=False,
+    )
+
+
+def assign_row_tracking(
+    actions: Sequence[Action],
+    high_water_mark: int | None,
+    version: int,
+    *,
+    read_high_water_mark: int | None = None,
+    read_version: int | None = None,
+) -> list[Action]:
+    """Give fresh row ids and row commit versions to the commit's new adds.
+
+    An ``add`` is *fresh* when it has no ``baseRowId`` or one above the
+    high-water mark the transaction read (``read_high_water_mark``, default
+    ``high_water_mark``): such ids were provisional. Fresh adds get
+    consecutive ranges ``[hwm + 1, hwm + numRecords]`` above
+    ``high_water_mark`` (None: no row ids yet, -1); an add without
+    ``numRecords`` in its stats is refused. Adds keeping a ``baseRowId``
+    (copies of committed files) keep it. ``defaultRowCommitVersion`` becomes
+    ``version`` when it is missing or newer than ``read_version`` (default
+    ``version - 1``). Any ``delta.rowTracking`` domain of the commit is
+    replaced by one with the new high-water mark, placed after a leading
+    ``commitInfo``.
+    """
+    hwm = -1 if high_water_mark is None else high_water_mark
+    fresh_above = hwm if read_high_water_mark is None else read_high_water_mark
+    last_read_version = version - 1 if read_version is None else read_version
+    out: list[Action] = []
+    assigned = False
+    had_domain = False
+    for action in actions:
+        if isinstance(action, DomainMetadata) and action.domain == ROW_TRACKING_DOMAIN:
+            had_domain = True
+            continue
+        if isinstance(action, AddFile):
+            update: dict[str, Any] = {}
+            if action.base_row_id is None or action.base_row_id > fresh_above:
+                records = action.num_records
+                if records is None or records < 0:
+                    raise InvalidFileActionError(
+                        f"row tracking needs numRecords in the stats of add {action.path!r}"
+                    )
+                update["base_row_id"] = hwm + 1
+                hwm += records
+                assigned = True
+                update["default_row_commit_version"] = version
+            elif (
+                action.default_row_commit_version is None
+                or action.default_row_commit_version > last_read_version
+            ):
+                update["default_row_commit_version"] = version
+            if update:
+                action = action.model_copy(update=update)
+        out.append(action)
+    if (assigned or had_domain) and hwm >= 0:
+        position = 1 if out and isinstance(out[0], CommitInfo) else 0
+        out.insert(position, row_tracking_domain(hwm))
+    return out
