@@ -72,8 +72,8 @@ from raydelta.protocol.schema import (
     from_arrow,
     serialize_schema,
 )
-from raydelta.protocol.table_properties import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
 from raydelta.protocol.table_features import upgrade_protocol
+from raydelta.protocol.table_properties import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
 from raydelta.storage.history import HistoryEntry, load_history
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
