@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pyarrow.compute as pc
@@ -38,11 +39,11 @@ import ray
 
 from raydelta.actors.cluster import cleanup_actor_name, start_actor
 from raydelta.actors.faults import crash_point
+from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import RaydeltaError
 from raydelta.protocol.events import CommitPublished
 from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME
 from raydelta.protocol.last_checkpoint import parse_last_checkpoint
-from raydelta.protocol.table_configuration import parse_interval_ms
 from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.metadata_cleanup import MetadataCleanupReport, cleanup_metadata
 from raydelta.storage.vacuum import (
@@ -98,17 +99,6 @@ def ray_lister(uri: str, storage_options: dict[str, Any] | None, *, tasks: int) 
         return DirectoryListing.merge([top, *ray.get(refs)])
 
     return lister
-
-
-def _retention_ms(retention: str | int | float | None) -> int | None:
-    """A duration string (``"30 days"``, ``"interval 1 week"``) or milliseconds."""
-    if retention is None:
-        return None
-    if isinstance(retention, str):
-        return parse_interval_ms(retention)
-    if retention < 0:
-        raise ValueError(f"retention must not be negative, got {retention}")
-    return int(retention)
 
 
 @ray.remote(  # type: ignore[call-overload]  # ray's stubs lack concurrency_groups
@@ -233,15 +223,15 @@ class CleanupActor:
     # --- on demand ------------------------------------------------------------------------
 
     def cleanup(
-        self, retention: str | int | None = None, dry_run: bool = False
+        self, retention: timedelta | str | None = None, dry_run: bool = False
     ) -> MetadataCleanupReport:
         """Metadata cleanup now; ``retention`` overrides ``delta.logRetentionDuration``
-        (a duration such as ``"7 days"``, or milliseconds)."""
+        (a :class:`~datetime.timedelta` or a duration such as ``"7 days"``)."""
         self._begin("cleanup")
         try:
             report = cleanup_metadata(
                 self._uri,
-                retention_ms=_retention_ms(retention),
+                retention_ms=duration_ms(retention),
                 dry_run=dry_run,
                 store=self._store,
                 after_delete=lambda _name: crash_point("mid_cleanup"),
@@ -254,7 +244,7 @@ class CleanupActor:
 
     def vacuum(
         self,
-        retention_hours: float | None = None,
+        retention: timedelta | str | None = None,
         lite: bool = False,
         dry_run: bool = False,
         force: bool = False,
@@ -262,7 +252,11 @@ class CleanupActor:
     ) -> VacuumReport:
         """VACUUM now (see :func:`raydelta.storage.vacuum.vacuum`). ``parallel`` forces the
         Ray-task listing on (True) or off (False); by default large tables on
-        clusters of 4+ CPUs use it (full mode only: lite mode lists nothing)."""
+        clusters of 4+ CPUs use it (full mode only: lite mode lists nothing).
+        ``retention`` overrides ``delta.deletedFileRetentionDuration`` (a
+        :class:`~datetime.timedelta` or a duration such as ``"7 days"``)."""
+        retention_ms = duration_ms(retention)
+        retention_hours = None if retention_ms is None else retention_ms / 3_600_000
         self._begin("vacuum")
         try:
             from raydelta.storage.snapshot import load_snapshot_from_store

@@ -74,7 +74,6 @@ from raydelta.protocol.schema import (
 )
 from raydelta.protocol.table_features import upgrade_protocol
 from raydelta.protocol.table_properties import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
-from raydelta.storage.history import HistoryEntry, load_history
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
 
@@ -442,9 +441,6 @@ class TableClient:
         )
         return TableClient._check(self._call("commit", request))
 
-    def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
-        return load_history(self.uri, limit=limit, storage_options=self.storage_options)
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"
 
@@ -597,6 +593,13 @@ class Transaction:
             update["description"] = description
         self._actions = [a for a in self._actions if not isinstance(a, Metadata)]
         self._actions.append(current.model_copy(update=update))
+        return self
+
+    def replace_metadata(self, metadata: Metadata) -> Transaction:
+        """Commit ``metadata`` as the table's new ``metaData`` action (built by
+        the caller, e.g. the data writer after a schema change)."""
+        self._actions = [a for a in self._actions if not isinstance(a, Metadata)]
+        self._actions.append(metadata)
         return self
 
     def set_domain(self, domain: str, configuration: str, *, removed: bool = False) -> Transaction:

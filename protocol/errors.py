@@ -109,6 +109,11 @@ class SchemaError(RaydeltaError):
     """A schema string or type could not be parsed or is invalid."""
 
 
+class InvalidArgumentError(RaydeltaError, ValueError):
+    """A public function was called with an argument it cannot take (a negative
+    retention, an unknown option, a wrong type); the message says what was expected."""
+
+
 class InvalidPredicateError(RaydeltaError):
     """A partition predicate could not be parsed or is malformed."""
 
@@ -203,3 +208,84 @@ class CheckpointWriteError(RaydeltaError):
     """A checkpoint could not be written consistently (a sidecar it would
     reference is missing or has another size, or the table does not allow
     that kind of checkpoint); nothing that names it was published."""
+
+
+# --- data written by raydelta's own data writer --------------------------------
+
+
+class SchemaMismatchError(RaydeltaError):
+    """The data to write does not fit the table's schema (delta-rs's name):
+    a missing, extra or mistyped column. ``column`` is the column path,
+    ``expected`` what the table wants, ``found`` what the data has."""
+
+    def __init__(
+        self,
+        message: str,
+        column: str | None = None,
+        expected: str | None = None,
+        found: str | None = None,
+    ) -> None:
+        super().__init__(message, column, expected, found)
+        self.column = column
+        self.expected = expected
+        self.found = found
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DeltaInvariantViolationException(RaydeltaError):
+    """A row breaks a data rule of the table (delta-spark's name): a NOT NULL
+    column, a ``delta.invariants`` expression, a CHECK constraint or a
+    generated column's expression. ``constraint`` names the rule (the CHECK
+    constraint's name, ``<column> NOT NULL``, ``EXPRESSION(<sql>)`` for an
+    invariant, ``Generated Column`` for a generation expression); ``column``
+    the column involved when there is one; ``expression`` the SQL text;
+    ``values`` the offending row's values of the referenced columns."""
+
+    def __init__(
+        self,
+        message: str,
+        constraint: str | None = None,
+        column: str | None = None,
+        expression: str | None = None,
+        values: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message, constraint, column, expression, values)
+        self.constraint = constraint
+        self.column = column
+        self.expression = expression
+        self.values = values or {}
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class InvalidExpressionError(RaydeltaError):
+    """A SQL expression could not be parsed, names an unknown column, mixes
+    types it cannot compare, or failed to evaluate (overflow, bad cast)."""
+
+    def __init__(self, message: str, expression: str | None = None) -> None:
+        super().__init__(message, expression)
+        self.expression = expression
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnsupportedExpressionError(InvalidExpressionError):
+    """A SQL expression uses a construct raydelta does not evaluate; a table
+    whose data rules use one is refused for writing."""
+
+
+class IdentityColumnError(RaydeltaError):
+    """An identity column's rules were broken: an explicit value for a column
+    without ``delta.identity.allowExplicitInsert``, a step of 0, or an
+    overflow of the generated values. ``column`` names the column."""
+
+    def __init__(self, message: str, column: str | None = None) -> None:
+        super().__init__(message, column)
+        self.column = column
+
+    def __str__(self) -> str:
+        return str(self.args[0])

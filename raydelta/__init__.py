@@ -1,1 +1,113 @@
-"""raydelta: a Delta Lake transaction-log engine where Ray actors own each table."""
+"""raydelta: a Delta Lake transaction-log engine where Ray actors own each table.
+
+>>> import pyarrow as pa, raydelta                                    # doctest: +SKIP
+>>> table = raydelta.create_table("events", pa.schema([("id", pa.int64())]))
+>>> table.append(pa.table({"id": [1, 2, 3]}))                         # doctest: +SKIP
+1
+>>> raydelta.load_snapshot("events").num_files                        # doctest: +SKIP
+1
+
+The names in ``__all__`` are the public API. The subpackages
+``raydelta.protocol`` (the Delta protocol as pure values, including the typed
+events actor handles take and return), ``raydelta.storage`` and
+``raydelta.actors`` are documented layers for log-level work; any name not
+listed in a module's ``__all__`` or starting with an underscore is internal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from raydelta.actors.checkpoint_actor import CheckpointSummary
+from raydelta.actors.cluster import connect
+from raydelta.protocol.durations import parse_duration
+from raydelta.protocol.errors import (
+    AppendOnlyViolationError,
+    CommitFailedError,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    DeltaConcurrentModificationException,
+    InvalidArgumentError,
+    InvalidTableError,
+    MetadataChangedException,
+    ProtocolChangedException,
+    RaydeltaError,
+    RetentionTooShortError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedTableFeatureException,
+    VersionNotFoundError,
+)
+from raydelta.storage.history import HistoryEntry
+from raydelta.storage.metadata_cleanup import MetadataCleanupReport
+from raydelta.storage.snapshot import Snapshot
+from raydelta.storage.snapshot import load_snapshot as _load_snapshot
+from raydelta.storage.vacuum import VacuumReport
+from raydelta.table import History, Table, Transaction, create_table, open_table, release_table
+
+__version__ = "0.2.0"
+
+
+def load_snapshot(
+    uri: str,
+    *,
+    version: int | None = None,
+    timestamp: int | str | datetime | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Snapshot:
+    """The table at ``uri`` as of the latest version, ``version``, or
+    ``timestamp`` (time travel), read from storage: no Ray needed.
+
+    Raises :class:`TableNotFoundError` when there is no table and
+    :class:`VersionNotFoundError` when the version is not reachable.
+    """
+    if version is not None and timestamp is not None:
+        raise InvalidArgumentError("pass version or timestamp, not both")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise InvalidArgumentError(f"version must be an int, got {version!r}")
+    if version is not None and version < 0:
+        raise InvalidArgumentError(f"version must not be negative, got {version}")
+    from raydelta.actors.cluster import normalize_uri
+
+    return _load_snapshot(
+        normalize_uri(uri), version=version, timestamp=timestamp, storage_options=storage_options
+    )
+
+
+__all__ = [
+    "AppendOnlyViolationError",
+    "CheckpointSummary",
+    "CommitFailedError",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentTransactionException",
+    "DeltaConcurrentModificationException",
+    "History",
+    "HistoryEntry",
+    "InvalidArgumentError",
+    "InvalidTableError",
+    "MetadataChangedException",
+    "MetadataCleanupReport",
+    "ProtocolChangedException",
+    "RaydeltaError",
+    "RetentionTooShortError",
+    "Snapshot",
+    "Table",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "Transaction",
+    "UnsupportedTableFeatureException",
+    "VacuumReport",
+    "VersionNotFoundError",
+    "__version__",
+    "connect",
+    "create_table",
+    "load_snapshot",
+    "open_table",
+    "parse_duration",
+    "release_table",
+]

@@ -2,6 +2,7 @@
 
 ``raydelta snapshot URI [--version N | --timestamp ISO8601] [--json]``
 ``raydelta history URI [--limit N] [--json]``
+``raydelta demo [DIR]`` (:mod:`raydelta.demo`), ``checkpoint``, ``cleanup``, ``vacuum``
 
 With ``--json`` each command prints exactly one JSON document on stdout.
 On error the exit code is non-zero and stderr starts with the exception
@@ -182,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXTENSION_MODULES = ("raydelta.cli_checkpoint", "raydelta.cli_cleanup")
+EXTENSION_MODULES = ("raydelta.cli_checkpoint", "raydelta.cli_cleanup", "raydelta.demo")
 """Modules adding subcommands; each defines ``register(subparsers, command)``
 where ``command(name)`` is the decorator that registers a handler."""
 

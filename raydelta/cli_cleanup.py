@@ -1,7 +1,7 @@
 """``raydelta cleanup`` and ``raydelta vacuum``: maintenance through the table's CleanupActor.
 
 ``raydelta cleanup URI [--retention DURATION] [--dry-run] [--json]``
-``raydelta vacuum URI [--retention-hours H] [--lite] [--dry-run] [--force] [--json]``
+``raydelta vacuum URI [--retention DURATION] [--lite] [--no-dry-run] [--force] [--json]``
 
 Each command connects to the running Ray cluster (or starts a local one),
 gets the table's ``CleanupActor`` (:func:`raydelta.actors.cleanup_actor.ensure_cleaner`)
@@ -34,20 +34,29 @@ def register(subparsers: Any, command: Callable[[str], Callable[[Handler], Handl
         "--retention",
         help="override delta.logRetentionDuration, e.g. '30 days', 'interval 1 week'",
     )
-    cleanup.add_argument("--dry-run", action="store_true", help="report, delete nothing")
+    cleanup.add_argument(
+        "--dry-run",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="report, delete nothing (default: delete)",
+    )
     cleanup.add_argument("--json", action="store_true")
 
     vacuum = subparsers.add_parser("vacuum", help="delete data files the table no longer needs")
     vacuum.add_argument("uri")
     vacuum.add_argument(
-        "--retention-hours",
-        type=float,
-        help="override delta.deletedFileRetentionDuration (shorter needs --force)",
+        "--retention",
+        help="override delta.deletedFileRetentionDuration, e.g. '7 days' (shorter needs --force)",
     )
     vacuum.add_argument(
         "--lite", action="store_true", help="only the files of expired tombstones (no listing)"
     )
-    vacuum.add_argument("--dry-run", action="store_true", help="report, delete nothing")
+    vacuum.add_argument(
+        "--dry-run",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="report, delete nothing (the default, as in the API); --no-dry-run deletes",
+    )
     vacuum.add_argument("--force", action="store_true", help="allow a retention below the table's")
     vacuum.add_argument("--json", action="store_true")
 
@@ -132,7 +141,7 @@ def _vacuum(args: argparse.Namespace) -> int:
         cleaner,
         "vacuum",
         {
-            "retention_hours": args.retention_hours,
+            "retention": args.retention,
             "lite": args.lite,
             "dry_run": args.dry_run,
             "force": args.force,

@@ -25,6 +25,7 @@ from raydelta.actors.faults import FAULT_FILE_ENV, arm
 from raydelta.protocol.actions import AddFile
 from raydelta.protocol.file_names import commit_name
 from raydelta.storage.checkpoint_writer import write_checkpoint
+from raydelta.storage.history import load_history
 from raydelta.storage.log_store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 from raydelta.storage.vacuum import list_sequential
@@ -113,7 +114,7 @@ def test_on_demand_vacuum_and_cleanup(
     assert all((local(uri) / p).exists() for p in live)
     assert not any((local(uri) / p).exists() for p in expired)
     # like delta-spark, a VACUUM that deletes is recorded by two commitInfo-only commits
-    history = table.history(limit=2)
+    history = load_history(table.uri, limit=2)
     assert [h.version for h in history] == [version_before + 2, version_before + 1]
     end, start = history
     assert (start.operation, end.operation) == ("VACUUM START", "VACUUM END")
@@ -265,11 +266,14 @@ def test_cli_vacuum_and_cleanup(
     assert document["command"] == "vacuum" and document["dryRun"] is True
     assert set(document["files"]) == expired and document["numFiles"] == len(expired)
 
-    assert main(["vacuum", uri, "--retention-hours", "1"]) == 1
+    assert main(["vacuum", uri, "--retention", "1 hour", "--no-dry-run"]) == 1
     captured = capsys.readouterr()
     assert captured.err.splitlines()[-1].startswith("RetentionTooShortError:")
 
-    assert main(["vacuum", uri, "--lite"]) == 0
+    assert main(["vacuum", uri, "--lite"]) == 0  # a dry run by default, as in the API
+    assert "would delete" in capsys.readouterr().out
+    assert all((local(uri) / p).exists() for p in expired)
+    assert main(["vacuum", uri, "--lite", "--no-dry-run"]) == 0
     assert "deleted" in capsys.readouterr().out
     assert not any((local(uri) / p).exists() for p in expired)
 
@@ -277,7 +281,7 @@ def test_cli_vacuum_and_cleanup(
     cleanup = json.loads(capsys.readouterr().out)
     assert cleanup["command"] == "cleanup" and cleanup["dryRun"] is True
     assert main(["cleanup", uri, "--retention", "3 months"]) == 1
-    assert capsys.readouterr().err.splitlines()[-1].startswith("InvalidTableError:")
+    assert capsys.readouterr().err.splitlines()[-1].startswith("InvalidArgumentError:")
 
     missing = str(Path(local(uri)).parent / "no-such-table")
     assert main(["vacuum", missing, "--dry-run"]) == 1

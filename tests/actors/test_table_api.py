@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.client import TableClient, create_table, open_table
+from raydelta.actors.client import TableClient
 from raydelta.protocol.actions import (
     Action,
     AddFile,
@@ -46,6 +46,7 @@ from raydelta.protocol.errors import (
 from raydelta.protocol.events import CommitRequest, ReadSet
 from raydelta.protocol.schema import parse_schema, serialize_schema
 from raydelta.protocol.table_features import supported_features, upgrade_protocol
+from raydelta.storage.history import create_table, load_history, open_table
 from raydelta.storage.snapshot import load_snapshot
 
 NewTable = Callable[..., tuple[str, TableClient]]
@@ -298,7 +299,7 @@ def test_snapshot_latest_by_version_and_by_timestamp(
     assert at_one.version == 1
     assert [f.path for f in at_one.add_files()] == [f"date={P1}/f0.parquet"]
 
-    history = {entry.version: entry.timestamp for entry in table.history()}
+    history = {entry.version: entry.timestamp for entry in load_history(table.uri)}
     assert sorted(history) == [0, 1, 2, 3, 4]
     assert table.snapshot(timestamp=history[2]).version == 2
     assert table.snapshot(timestamp=history[2] + 0).num_files == 2
@@ -646,7 +647,7 @@ def test_enabling_in_commit_timestamps_later_records_where_they_start(
     )
     before = commits[1][1][0]
     assert isinstance(before, CommitInfo) and before.in_commit_timestamp is None
-    history = {entry.version: entry.timestamp for entry in table.history()}
+    history = {entry.version: entry.timestamp for entry in load_history(table.uri)}
     assert history[enabling] == first.in_commit_timestamp
     assert table.snapshot(timestamp=history[1]).version == 1
     assert table.snapshot(timestamp=history[enabling]).version == enabling

@@ -1,0 +1,534 @@
+"""The public table API: :class:`Table` and the functions that create and open one.
+
+>>> import pyarrow as pa, raydelta                                   # doctest: +SKIP
+>>> table = raydelta.create_table("/tmp/events", pa.schema([("id", pa.int64())]))
+>>> table.append(pa.table({"id": [1, 2, 3]}))                        # doctest: +SKIP
+1
+>>> table.to_arrow(filter="id > 1").num_rows                         # doctest: +SKIP
+2
+
+Invariants:
+- Every write goes through the table's one ``TableActor`` (conflicts checked
+  and rebased there); data files are written by the one data writer
+  (:mod:`raydelta.storage.data_writer`), which enforces the schema and the
+  data rules of every writer feature the table has. A failed write commits
+  nothing.
+- A write records the version it read: a concurrent metadata or protocol
+  change makes it fail with delta-spark's exception instead of committing
+  files written for an older schema.
+- Maintenance (checkpoint, metadata cleanup, VACUUM) runs in the table's
+  maintenance actors and returns their typed reports, never actor refs.
+- Options are keyword-only; bad arguments raise
+  :class:`~raydelta.protocol.errors.InvalidArgumentError` saying what was expected.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from raydelta.actors.client import TableClient, Transaction, commit_create
+from raydelta.actors.client import release_table as release_table
+from raydelta.protocol.errors import (
+    InvalidArgumentError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from raydelta.protocol.events import CommitCommitted
+from raydelta.protocol.predicates import Predicate, matches
+from raydelta.storage.history import HistoryEntry, load_history
+from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
+from raydelta.storage.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from raydelta.actors.checkpoint_actor import CheckpointSummary
+    from raydelta.storage.data_writer import (  # type: ignore[import-not-found,unused-ignore]
+        WriteResult,
+    )
+    from raydelta.storage.metadata_cleanup import MetadataCleanupReport
+    from raydelta.storage.vacuum import VacuumReport
+
+SchemaMode = Literal["merge", "overwrite"]
+CheckpointKind = Literal["auto", "v2", "classic"]
+_SCHEMA_MODES = (None, "merge", "overwrite")
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    if value not in choices:
+        raise InvalidArgumentError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+
+
+def create_table(
+    uri: str,
+    schema: pa.Schema,
+    *,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    mode: Literal["error", "ignore"] = "error",
+    name: str | None = None,
+    description: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Table:
+    """Create a Delta table at ``uri`` (version 0) and return its handle.
+
+    ``mode="error"`` raises :class:`TableAlreadyExistsError` when a table is
+    there; ``mode="ignore"`` returns the existing table unchanged.
+    """
+    _check_choice("mode", mode, ("error", "ignore"))
+    if not isinstance(schema, pa.Schema):
+        raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    if isinstance(partition_by, str):
+        partition_by = (partition_by,)
+    missing = [c for c in partition_by if c not in schema.names]
+    if missing:
+        raise InvalidArgumentError(f"partition columns {missing} are not in the schema")
+    table = Table.open(uri, storage_options=storage_options)
+    try:
+        commit_create(
+            table,
+            schema,
+            partition_by=partition_by,
+            properties=properties,
+            name=name,
+            description=description,
+        )
+    except TableAlreadyExistsError:
+        if mode == "error":
+            raise
+    return table
+
+
+def open_table(uri: str, *, storage_options: dict[str, Any] | None = None) -> Table:
+    """The handle of the existing table at ``uri`` (its actor is started if none
+    runs); raises :class:`TableNotFoundError` when there is no table."""
+    table = Table.open(uri, storage_options=storage_options)
+    if table.version() < 0:
+        raise TableNotFoundError(f"no Delta table at {table.uri}")
+    return table
+
+
+class Table(TableClient):
+    """A Delta table: write and read data, change it, keep it healthy.
+
+    The log-level methods of :class:`~raydelta.actors.client.TableClient`
+    (``transaction()``, ``append_files()``, ``snapshot()``) stay available,
+    and :attr:`actor` is the named Ray handle of the table's ``TableActor``.
+    """
+
+    last_commit: CommitCommitted | None = None
+    """The actor's reply to this handle's latest write (``version``,
+    ``rebased_over``: the winners it was rebased over, ...)."""
+
+    # --- writing ----------------------------------------------------------------------
+
+    def append(self, data: Any, *, schema_mode: SchemaMode | None = None) -> int:
+        """Append ``data`` (a ``pyarrow.Table``, a ``RecordBatchReader`` or a
+        pandas DataFrame); returns the version committed.
+
+        The schema is enforced (:class:`SchemaMismatchError` names the
+        column); ``schema_mode="merge"`` adds new columns to the table.
+        """
+        _check_choice("schema_mode", schema_mode, (None, "merge"))
+        return self._write(data, mode="Append", schema_mode=schema_mode, where=None)
+
+    def overwrite(
+        self,
+        data: Any,
+        *,
+        where: str | None = None,
+        schema_mode: SchemaMode | None = None,
+    ) -> int:
+        """Replace the table's rows with ``data`` (or, with ``where``, only the
+        rows of the partitions the predicate selects: every row of ``data``
+        must satisfy it). ``schema_mode="overwrite"`` replaces the schema too."""
+        _check_choice("schema_mode", schema_mode, _SCHEMA_MODES)
+        if where is not None and not isinstance(where, str):
+            raise InvalidArgumentError(f"where must be SQL text, got {type(where).__name__}")
+        return self._write(data, mode="Overwrite", schema_mode=schema_mode, where=where)
+
+    def _write(
+        self, data: Any, *, mode: str, schema_mode: SchemaMode | None, where: str | None
+    ) -> int:
+        from raydelta.storage.data_writer import (  # type: ignore[import-not-found,unused-ignore]
+            check_writable,
+            write_data,
+        )
+
+        snapshot = self.snapshot()
+        txn = self.transaction(snapshot=snapshot)
+        check_writable(txn.protocol, txn.metadata)
+        partition_by = list(txn.metadata.partition_columns)
+        predicate: Predicate | None = None
+        if where is not None:
+            predicate = as_predicate(where)
+            self._check_where(predicate, snapshot, partition_by)
+        from raydelta.progress import Bar
+
+        with Bar(desc=f"{mode.lower()} rows", unit="rows") as bar:
+            result: WriteResult = write_data(
+                self.uri,
+                data,
+                protocol=txn.protocol,
+                metadata=txn.metadata,
+                schema_mode=schema_mode,
+                storage_options=self.storage_options,
+                on_rows_written=bar.update,
+            )
+        if predicate is not None:
+            self._check_rows_match(result, predicate, snapshot, partition_by, where or "")
+        if mode == "Overwrite":
+            config = snapshot.table_configuration
+            if predicate is None:
+                txn.read_whole_table()
+                doomed = snapshot.files
+            else:
+                txn.read(predicate)
+                doomed = prune_files(
+                    snapshot.files,
+                    predicate,
+                    snapshot.schema,
+                    partition_by,
+                    config.column_mapping_mode,
+                )
+            doomed_paths = set(doomed.column("path").to_pylist())
+            for add in snapshot.state.add_files() if doomed_paths else ():
+                if add.path in doomed_paths:
+                    txn.remove(add)
+        if result.protocol is not None:
+            txn.upgrade_protocol(
+                reader_features=result.protocol.reader_features or (),
+                writer_features=result.protocol.writer_features or (),
+            )
+        if result.metadata is not None:
+            txn.replace_metadata(result.metadata)
+        txn.add(*result.adds)
+        parameters: dict[str, Any] = {"mode": mode, "partitionBy": partition_by}
+        if where is not None:
+            parameters["predicate"] = where
+        version = txn.commit(operation="WRITE", operation_parameters=parameters)
+        self.last_commit = txn.committed
+        return version
+
+    @staticmethod
+    def _check_where(predicate: Predicate, snapshot: Snapshot, partition_by: list[str]) -> None:
+        from raydelta.protocol.events import CommitCommitted
+from raydelta.protocol.predicates import references
+
+        outside = sorted(c for c in references(predicate) if c not in partition_by)
+        if outside:
+            raise InvalidArgumentError(
+                f"where may name partition columns only ({partition_by}); it names {outside}"
+            )
+
+    def _check_rows_match(
+        self,
+        result: WriteResult,
+        predicate: Predicate,
+        snapshot: Snapshot,
+        partition_by: list[str],
+        where: str,
+    ) -> None:
+        types = {f.name: f.type for f in snapshot.schema.fields if f.name in partition_by}
+        by_physical = {
+            f.metadata.get("delta.columnMapping.physicalName", f.name): f.name
+            for f in snapshot.schema.fields
+        }
+        for add in result.adds:
+            logical = {by_physical.get(k, k): v for k, v in add.partition_values.items()}
+            if not matches(predicate, logical, types):
+                _delete_written(result, snapshot, self.storage_options)
+                raise InvalidArgumentError(
+                    f"data written does not match where={where!r}: partition {logical}"
+                )
+
+    # --- reading ----------------------------------------------------------------------
+
+    def to_arrow(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: Filter | None = None,
+        version: int | None = None,
+    ) -> pa.Table:
+        """The table's rows (deletion vectors applied, column mapping resolved),
+        reading only the files ``filter`` may need (partition pruning and
+        statistics skipping). ``filter``: SQL text or a pyarrow expression."""
+        snapshot = self.snapshot(version=version)
+        from raydelta.progress import Bar
+
+        with Bar(desc="reading files", total=snapshot.num_files, unit="files") as bar:
+            return scan(
+                self.uri,
+                snapshot.files,
+                snapshot.schema,
+                list(snapshot.metadata.partition_columns),
+                column_mapping_mode=snapshot.table_configuration.column_mapping_mode,
+                columns=columns,
+                filter=filter,
+                storage_options=self.storage_options,
+                on_file_read=bar.update,
+            )
+
+    def to_pandas(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: Filter | None = None,
+        version: int | None = None,
+    ) -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame (needs pandas)."""
+        return self.to_arrow(columns=columns, filter=filter, version=version).to_pandas()
+
+    def history(self, *, limit: int | None = None) -> History:
+        """One row per retained commit, newest first (an Arrow table:
+        ``history.to_arrow()`` or ``pa.table(history)``)."""
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError(f"limit must be a positive int, got {limit!r}")
+        return History(load_history(self.uri, limit=limit, storage_options=self.storage_options))
+
+    # --- maintenance ------------------------------------------------------------------
+
+    @property
+    def checkpoint_actor(self) -> Any:
+        """The named Ray handle of this table's ``CheckpointActor`` (started and
+        subscribed to the table's commits if none runs)."""
+        from raydelta.actors.checkpoint_actor import ensure_checkpointer
+
+        return ensure_checkpointer(self)
+
+    @property
+    def cleanup_actor(self) -> Any:
+        """The named Ray handle of this table's ``CleanupActor`` (started and
+        subscribed to the table's commits if none runs)."""
+        from raydelta.actors.cleanup_actor import ensure_cleaner
+
+        return ensure_cleaner(self)
+
+    def checkpoint(self, *, kind: CheckpointKind = "auto") -> CheckpointSummary:
+        """Write a checkpoint of the latest version now: ``"v2"`` (sidecars
+        written in parallel by Ray tasks), ``"classic"`` (one V1 file), or
+        ``"auto"`` (V2 when the table has the ``v2Checkpoint`` feature)."""
+        _check_choice("kind", kind, ("auto", "v2", "classic"))
+        from raydelta.progress import wait_with_progress
+
+        handle = self.checkpoint_actor
+
+        def read() -> tuple[str, int, int] | None:
+            import ray
+
+            now = ray.get(handle.progress.remote(), timeout=1)
+            return (
+                None
+                if now is None
+                else (f"checkpoint {now.phase}", now.shards_done, now.shards_total)
+            )
+
+        summary: CheckpointSummary = wait_with_progress(
+            handle.checkpoint.remote(kind=kind), read, desc="checkpoint"
+        )
+        return summary
+
+    def cleanup_metadata(
+        self, *, retention: timedelta | str | None = None, dry_run: bool = False
+    ) -> MetadataCleanupReport:
+        """Delete log files older than ``retention`` (default: the table's
+        ``delta.logRetentionDuration``) that no retained version needs."""
+        from raydelta.protocol.durations import parse_duration
+
+        _check_bool("dry_run", dry_run)
+        if retention is not None:
+            parse_duration(retention)
+        report: MetadataCleanupReport = self._maintain(
+            "cleanup", {"retention": retention, "dry_run": dry_run}
+        )
+        return report
+
+    def vacuum(
+        self,
+        *,
+        retention: timedelta | str | None = None,
+        dry_run: bool = True,
+        lite: bool = False,
+        enforce_retention_duration: bool = True,
+    ) -> VacuumReport:
+        """Delete data files the table no longer references and that are older
+        than ``retention`` (default: ``delta.deletedFileRetentionDuration``).
+
+        A dry run by default (as deltalake's): pass ``dry_run=False`` to delete.
+        ``lite=True`` deletes only the files of expired tombstones (no listing).
+        A retention shorter than the table's is refused unless
+        ``enforce_retention_duration=False``.
+        """
+        from raydelta.protocol.durations import parse_duration
+
+        for option, value in (
+            ("dry_run", dry_run),
+            ("lite", lite),
+            ("enforce_retention_duration", enforce_retention_duration),
+        ):
+            _check_bool(option, value)
+        if retention is not None:
+            parse_duration(retention)
+        report: VacuumReport = self._maintain(
+            "vacuum",
+            {
+                "retention": retention,
+                "lite": lite,
+                "dry_run": dry_run,
+                "force": not enforce_retention_duration,
+            },
+        )
+        return report
+
+    def _maintain(self, method: str, kwargs: dict[str, Any]) -> Any:
+        from raydelta.progress import wait_with_progress
+
+        handle = self.cleanup_actor
+
+        def read() -> tuple[str, int, int] | None:
+            import ray
+
+            status = ray.get(handle.progress.remote(), timeout=1)
+            if status.get("state") == "idle":
+                return None
+            return (
+                f"{method}: {status.get('stage')}",
+                status.get("done", 0),
+                status.get("total", 0),
+            )
+
+        return wait_with_progress(getattr(handle, method).remote(**kwargs), read, desc=method)
+
+    # --- notebook manners -------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"raydelta.Table({self.uri!r})"
+
+    def _repr_html_(self) -> str:
+        try:
+            snap = self.snapshot()
+        except TableNotFoundError:
+            return f"<b>raydelta.Table</b> <code>{html.escape(self.uri)}</code> (no table yet)"
+        return (
+            f"<b>raydelta.Table</b> <code>{html.escape(self.uri)}</code><br>"
+            + snapshot_summary_html(snap)
+        )
+
+
+def _delete_written(
+    result: WriteResult, snapshot: Snapshot, storage_options: dict[str, Any] | None
+) -> None:
+    """Remove the data files of a write that will not be committed."""
+    from raydelta.storage.data_files import data_file_path
+    from raydelta.storage.log_store import split_uri
+
+    fs, root = split_uri(snapshot.table_uri, storage_options)
+    for add in result.adds:
+        fs.rm(data_file_path(fs, root, add.path))
+
+
+def snapshot_summary_html(snap: Snapshot) -> str:
+    """A small HTML table describing ``snap`` (for notebooks)."""
+    stamp = datetime.fromtimestamp(snap.timestamp / 1000, tz=UTC).isoformat(timespec="seconds")
+    rows = [
+        ("version", str(snap.version)),
+        ("timestamp", stamp),
+        ("files", f"{snap.num_files:,}"),
+        ("columns", ", ".join(f.name for f in snap.schema.fields)),
+        ("partitioned by", ", ".join(snap.metadata.partition_columns) or "-"),
+        (
+            "protocol",
+            f"reader {snap.protocol.min_reader_version}, writer {snap.protocol.min_writer_version}",
+        ),
+    ]
+    body = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+        for k, v in rows
+    )
+    return f"<table>{body}</table>"
+
+
+class History:
+    """A table's history: one row per retained commit, newest first.
+
+    An Arrow table (:meth:`to_arrow`, or ``pa.table(history)`` through the
+    Arrow C stream interface) with columns ``version``, ``timestamp``
+    (UTC), ``operation``, ``operationParameters`` and ``commitInfo`` (JSON
+    text); iterating yields :class:`~raydelta.storage.history.HistoryEntry`.
+    """
+
+    def __init__(self, entries: Sequence[HistoryEntry]) -> None:
+        self.entries = tuple(entries)
+
+    def to_arrow(self) -> pa.Table:
+        import json
+
+        return pa.table(
+            {
+                "version": pa.array([e.version for e in self.entries], pa.int64()),
+                "timestamp": pa.array(
+                    [e.timestamp for e in self.entries], pa.timestamp("ms", tz="UTC")
+                ),
+                "operation": pa.array([e.operation for e in self.entries], pa.string()),
+                "operationParameters": pa.array(
+                    [
+                        json.dumps((e.commit_info or {}).get("operationParameters"))
+                        if e.commit_info and "operationParameters" in e.commit_info
+                        else None
+                        for e in self.entries
+                    ],
+                    pa.string(),
+                ),
+                "commitInfo": pa.array(
+                    [json.dumps(e.commit_info) if e.commit_info else None for e in self.entries],
+                    pa.string(),
+                ),
+            }
+        )
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Any:
+        return iter(self.entries)
+
+    def __getitem__(self, index: int) -> HistoryEntry:
+        return self.entries[index]
+
+    def __repr__(self) -> str:
+        if not self.entries:
+            return "History(no commits)"
+        newest, oldest = self.entries[0], self.entries[-1]
+        return (
+            f"History({len(self.entries)} commits, v{oldest.version}..v{newest.version},"
+            f" latest {newest.operation})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>".format(
+                e.version,
+                datetime.fromtimestamp(e.timestamp / 1000, tz=UTC).isoformat(timespec="seconds"),
+                html.escape(e.operation or ""),
+            )
+            for e in self.entries
+        )
+        return f"<table><tr><th>version</th><th>timestamp</th><th>operation</th></tr>{rows}</table>"
+
+
+__all__ = ["History", "Table", "Transaction", "create_table", "open_table", "release_table"]

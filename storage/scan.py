@@ -1,0 +1,305 @@
+"""Scans: a snapshot's live rows as Arrow, reading only the files a filter may need.
+
+Invariants:
+- The rows returned are exactly the live rows of the snapshot that satisfy the
+  filter: each file's rows minus those its deletion vector marks, partition
+  columns filled from the log (:func:`raydelta.storage.data_files.read_logical_file`),
+  then the filter applied row by row with SQL semantics (NULL is not true).
+- File pruning is conservative: a file is skipped only when its partition
+  values or its statistics prove no row can match; unknown or unparsable
+  statistics, nested columns and types without an order keep the file.
+- Statistics are keyed by physical names under column mapping; predicates
+  and results use logical names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date
+from typing import Any, TypeAlias
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raydelta.protocol.errors import InvalidArgumentError
+from raydelta.protocol.partition_values import parse_partition_value
+from raydelta.protocol.predicates import (
+    AlwaysTrue,
+    And,
+    Comparison,
+    In,
+    IsNull,
+    Not,
+    Or,
+    Predicate,
+    matches,
+    parse_predicate,
+)
+from raydelta.protocol.schema import (
+    DataType,
+    PrimitiveType,
+    StructField,
+    StructType,
+    data_type_to_arrow,
+    physical_name,
+    to_arrow,
+)
+from raydelta.protocol.statistics import FileStatistics, parse_stats
+from raydelta.storage.data_files import read_logical_file
+
+Filter: TypeAlias = "str | Predicate | pc.Expression"
+READ_THREADS = 8
+_ORDERED = frozenset({"byte", "short", "integer", "long", "float", "double", "string", "date"})
+
+
+def as_predicate(filter: str | Predicate) -> Predicate:
+    """A SQL filter (the predicate subset of :func:`parse_predicate`) as a predicate."""
+    return parse_predicate(filter) if isinstance(filter, str) else filter
+
+
+def to_arrow_expression(predicate: Predicate, schema: StructType) -> pc.Expression:
+    """``predicate`` as a pyarrow compute expression over logical column names."""
+    if isinstance(predicate, AlwaysTrue):
+        return pc.scalar(True)
+    if isinstance(predicate, Comparison):
+        column, literal = pc.field(predicate.column), _literal(predicate, schema)
+        return {
+            "=": column == literal,
+            "!=": column != literal,
+            "<": column < literal,
+            "<=": column <= literal,
+            ">": column > literal,
+            ">=": column >= literal,
+        }[predicate.op]
+    if isinstance(predicate, In):
+        arrow_type = _arrow_type(predicate.column, schema)
+        values = pa.array([_cast(v, arrow_type) for v in predicate.values], type=arrow_type)
+        return pc.field(predicate.column).isin(values)
+    if isinstance(predicate, IsNull):
+        return pc.field(predicate.column).is_null()
+    if isinstance(predicate, Not):
+        return ~to_arrow_expression(predicate.child, schema)
+    if isinstance(predicate, And | Or):
+        parts = [to_arrow_expression(child, schema) for child in predicate.children]
+        combined = parts[0]
+        for part in parts[1:]:
+            combined = combined & part if isinstance(predicate, And) else combined | part
+        return combined
+    raise InvalidArgumentError(f"unsupported predicate {predicate!r}")
+
+
+def _field(column: str, schema: StructType) -> StructField:
+    for f in schema.fields:
+        if f.name == column or f.name.lower() == column.lower():
+            return f
+    raise InvalidArgumentError(
+        f"filter names column {column!r}, which the table does not have"
+        f" (columns: {', '.join(f.name for f in schema.fields)})"
+    )
+
+
+def _arrow_type(column: str, schema: StructType) -> pa.DataType:
+    return data_type_to_arrow(_field(column, schema).type)
+
+
+def _cast(value: Any, arrow_type: pa.DataType) -> pa.Scalar:
+    try:
+        return pa.scalar(value).cast(arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"{value!r} is not a value of type {arrow_type}") from exc
+
+
+def _literal(predicate: Comparison, schema: StructType) -> pa.Scalar:
+    return _cast(predicate.value, _arrow_type(predicate.column, schema))
+
+
+# --- file pruning ---------------------------------------------------------------------
+
+
+def _stat_value(raw: Any, dtype: DataType) -> Any:
+    if isinstance(raw, str) and not (isinstance(dtype, PrimitiveType) and dtype.name == "string"):
+        return parse_partition_value(raw, dtype)
+    return raw
+
+
+def _comparable(value: Any, literal: Any) -> tuple[Any, Any] | None:
+    if isinstance(value, bool) or isinstance(literal, bool):
+        return None
+    if isinstance(value, int | float) and isinstance(literal, int | float):
+        return value, literal
+    if isinstance(value, str) and isinstance(literal, str):
+        return value, literal
+    if isinstance(value, date) and isinstance(literal, str):
+        return value, date.fromisoformat(literal)
+    return None
+
+
+class _StatsView:
+    """One file's statistics seen through logical column names."""
+
+    def __init__(self, stats: FileStatistics, schema: StructType, mode: str) -> None:
+        self.stats, self.schema, self.mode = stats, schema, mode
+
+    def bounds(self, column: str, literal: Any) -> tuple[Any, Any, Any] | None:
+        """``(min, max, literal)`` made comparable, or None when unknown."""
+        try:
+            f = _field(column, self.schema)
+        except InvalidArgumentError:
+            return None
+        if not (isinstance(f.type, PrimitiveType) and f.type.name in _ORDERED):
+            return None
+        key = [physical_name(f, self.mode)]
+        low, high = self.stats.min_value(key), self.stats.max_value(key)
+        if low is None or high is None:
+            return None
+        try:
+            low_pair = _comparable(_stat_value(low, f.type), literal)
+            high_pair = _comparable(_stat_value(high, f.type), literal)
+        except (ValueError, TypeError, ArithmeticError):
+            return None
+        if low_pair is None or high_pair is None:
+            return None
+        return low_pair[0], high_pair[0], low_pair[1]
+
+    def nulls(self, column: str) -> tuple[int, int] | None:
+        try:
+            f = _field(column, self.schema)
+        except InvalidArgumentError:
+            return None
+        count = self.stats.null_count_of([physical_name(f, self.mode)])
+        total = self.stats.num_records
+        return None if count is None or total is None else (count, total)
+
+
+def _may_match(predicate: Predicate, view: _StatsView) -> bool:
+    if isinstance(predicate, Comparison):
+        known = view.bounds(predicate.column, predicate.value)
+        if known is None:
+            return True
+        low, high, value = known
+        try:
+            return bool(
+                {
+                    "=": low <= value <= high,
+                    "!=": not (low == high == value),
+                    "<": low < value,
+                    "<=": low <= value,
+                    ">": high > value,
+                    ">=": high >= value,
+                }[predicate.op]
+            )
+        except TypeError:
+            return True
+    if isinstance(predicate, In):
+        return any(
+            _may_match(Comparison(column=predicate.column, op="=", value=v), view)
+            for v in predicate.values
+        )
+    if isinstance(predicate, IsNull):
+        nulls = view.nulls(predicate.column)
+        return nulls is None or nulls[0] > 0
+    if isinstance(predicate, Not) and isinstance(predicate.child, IsNull):
+        nulls = view.nulls(predicate.child.column)
+        return nulls is None or nulls[0] < nulls[1]
+    if isinstance(predicate, And):
+        return all(_may_match(child, view) for child in predicate.children)
+    if isinstance(predicate, Or):
+        return any(_may_match(child, view) for child in predicate.children)
+    return True
+
+
+def prune_files(
+    files: pa.Table,
+    predicate: Predicate | None,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    column_mapping_mode: str,
+) -> pa.Table:
+    """The rows of ``files`` (canonical ``add`` rows) that may hold a row
+    ``predicate`` selects: partition pruning, then min/max/null-count skipping."""
+    if predicate is None or isinstance(predicate, AlwaysTrue) or files.num_rows == 0:
+        return files
+    by_physical = {physical_name(f, column_mapping_mode): f for f in schema.fields}
+    types = {f.name: f.type for f in schema.fields if f.name in partition_columns}
+    keep = []
+    for values, stats_text in zip(
+        files.column("partitionValues").to_pylist(),
+        files.column("stats").to_pylist(),
+        strict=True,
+    ):
+        logical = {by_physical[k].name if k in by_physical else k: v for k, v in values or []}
+        if not matches(predicate, logical, types):
+            keep.append(False)
+            continue
+        stats = parse_stats(stats_text)
+        keep.append(
+            stats is None or _may_match(predicate, _StatsView(stats, schema, column_mapping_mode))
+        )
+    return files.filter(pa.array(keep, type=pa.bool_()))
+
+
+# --- the scan ----------------------------------------------------------------------------
+
+
+def scan(
+    table_uri: str,
+    files: pa.Table,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    *,
+    column_mapping_mode: str = "none",
+    columns: Sequence[str] | None = None,
+    filter: Filter | None = None,
+    storage_options: dict[str, Any] | None = None,
+    on_file_read: Callable[[int], None] | None = None,
+) -> pa.Table:
+    """The live rows of ``files`` that satisfy ``filter``, with ``columns``
+    (all by default) in the table's order.
+
+    ``filter`` is SQL text (comparisons, ``IN``, ``IS [NOT] NULL``, ``AND``,
+    ``OR``, ``NOT``), a :class:`Predicate`, or a pyarrow compute expression
+    (applied to rows only: no file pruning). Reads files on a thread pool.
+    """
+    names = [f.name for f in schema.fields]
+    wanted = list(columns) if columns is not None else names
+    unknown = [c for c in wanted if c not in names]
+    if unknown:
+        raise InvalidArgumentError(f"unknown columns {unknown}; the table has {names}")
+    if isinstance(filter, pc.Expression):
+        predicate, expression = None, filter
+    elif filter is not None:
+        predicate = as_predicate(filter)
+        expression = to_arrow_expression(predicate, schema)
+    else:
+        predicate, expression = None, None
+    selected = prune_files(files, predicate, schema, partition_columns, column_mapping_mode)
+    read_schema = (
+        schema
+        if expression is not None
+        else StructType(tuple(f for f in schema.fields if f.name in wanted))
+    )
+    arrow_schema = to_arrow(read_schema)
+
+    def read(add: Mapping[str, Any]) -> pa.Table:
+        row = dict(add)
+        row["partitionValues"] = dict(add.get("partitionValues") or [])
+        table = read_logical_file(
+            table_uri,
+            row,
+            read_schema,
+            partition_columns,
+            column_mapping_mode=column_mapping_mode,
+            storage_options=storage_options,
+        )
+        if on_file_read is not None:
+            on_file_read(1)
+        return table
+
+    rows = selected.select(["path", "partitionValues", "deletionVector"]).to_pylist()
+    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+        parts = list(pool.map(read, rows))
+    result = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
+    if expression is not None:
+        result = result.filter(expression)
+    return result.select(wanted)
