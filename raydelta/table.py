@@ -220,8 +220,7 @@ class Table(TableClient):
 
     @staticmethod
     def _check_where(predicate: Predicate, snapshot: Snapshot, partition_by: list[str]) -> None:
-        from raydelta.protocol.events import CommitCommitted
-from raydelta.protocol.predicates import references
+        from raydelta.protocol.predicates import references
 
         outside = sorted(c for c in references(predicate) if c not in partition_by)
         if outside:
