@@ -261,6 +261,10 @@ class Table(TableClient):
         """The table's rows (deletion vectors applied, column mapping resolved),
         reading only the files ``filter`` may need (partition pruning and
         statistics skipping). ``filter``: SQL text or a pyarrow expression."""
+        if version is not None and (
+            isinstance(version, bool) or not isinstance(version, int) or version < 0
+        ):
+            raise InvalidArgumentError(f"version must be a non-negative int, got {version!r}")
         snapshot = self.snapshot(version=version)
         from raydelta.progress import Bar
 

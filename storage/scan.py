@@ -22,7 +22,8 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raydelta.protocol.errors import InvalidArgumentError
+from raydelta.protocol.errors import InvalidArgumentError, InvalidPredicateError
+from raydelta.protocol.expressions import evaluate, parse_expression
 from raydelta.protocol.partition_values import parse_partition_value
 from raydelta.protocol.predicates import (
     AlwaysTrue,
@@ -56,6 +57,9 @@ _ORDERED = frozenset({"byte", "short", "integer", "long", "float", "double", "st
 def as_predicate(filter: str | Predicate) -> Predicate:
     """A SQL filter (the predicate subset of :func:`parse_predicate`) as a predicate."""
     return parse_predicate(filter) if isinstance(filter, str) else filter
+
+
+_PREDICATE_NODES = (AlwaysTrue, And, Comparison, In, IsNull, Not, Or)
 
 
 def to_arrow_expression(predicate: Predicate, schema: StructType) -> pc.Expression:
@@ -257,26 +261,20 @@ def scan(
     """The live rows of ``files`` that satisfy ``filter``, with ``columns``
     (all by default) in the table's order.
 
-    ``filter`` is SQL text (comparisons, ``IN``, ``IS [NOT] NULL``, ``AND``,
-    ``OR``, ``NOT``), a :class:`Predicate`, or a pyarrow compute expression
-    (applied to rows only: no file pruning). Reads files on a thread pool.
+    ``filter`` is Spark SQL text (see :func:`_plan_filter`), a
+    :class:`Predicate`, or a pyarrow compute expression (applied to rows
+    only: no file pruning). Reads files on a thread pool.
     """
     names = [f.name for f in schema.fields]
     wanted = list(columns) if columns is not None else names
     unknown = [c for c in wanted if c not in names]
     if unknown:
         raise InvalidArgumentError(f"unknown columns {unknown}; the table has {names}")
-    if isinstance(filter, pc.Expression):
-        predicate, expression = None, filter
-    elif filter is not None:
-        predicate = as_predicate(filter)
-        expression = to_arrow_expression(predicate, schema)
-    else:
-        predicate, expression = None, None
+    predicate, row_filter = _plan_filter(filter, schema)
     selected = prune_files(files, predicate, schema, partition_columns, column_mapping_mode)
     read_schema = (
         schema
-        if expression is not None
+        if row_filter is not None
         else StructType(tuple(f for f in schema.fields if f.name in wanted))
     )
     arrow_schema = to_arrow(read_schema)
@@ -300,6 +298,34 @@ def scan(
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         parts = list(pool.map(read, rows))
     result = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
-    if expression is not None:
-        result = result.filter(expression)
+    if row_filter is not None:
+        result = row_filter(result)
     return result.select(wanted)
+
+
+def _plan_filter(
+    filter: Filter | None, schema: StructType
+) -> tuple[Predicate | None, Callable[[pa.Table], pa.Table] | None]:
+    """The predicate files are pruned with (None: no pruning) and the row filter.
+
+    SQL text is evaluated row by row with :mod:`raydelta.protocol.expressions`
+    (any Spark SQL it supports); when it also fits the predicate subset
+    (comparisons, ``IN``, ``IS NULL``, ``AND``/``OR``/``NOT``) it prunes files.
+    """
+    if filter is None:
+        return None, None
+    if isinstance(filter, str):
+        parsed = parse_expression(filter)
+        try:
+            predicate: Predicate | None = parse_predicate(filter)
+        except InvalidPredicateError:
+            predicate = None
+        return predicate, lambda table: table.filter(evaluate(parsed, table))
+    if isinstance(filter, _PREDICATE_NODES):
+        expression = to_arrow_expression(filter, schema)
+        return filter, lambda table: table.filter(expression)
+    if isinstance(filter, pc.Expression):
+        return None, lambda table: table.filter(filter)
+    raise InvalidArgumentError(
+        f"filter must be SQL text, a Predicate or a pyarrow expression, got {type(filter).__name__}"
+    )
