@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
 
 from raydelta.protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
 from raydelta.protocol.errors import CorruptLogError
@@ -70,7 +69,7 @@ def read_parquet_actions(
 ) -> pa.Table:
     """Read the action columns of a checkpoint/sidecar parquet file at ``path``."""
     try:
-        if isinstance(store.fs, LocalFileSystem):
+        if store.on_local_disk:
             parquet = pq.ParquetFile(path, memory_map=True)
         else:
             parquet = pq.ParquetFile(store.fs.open(path, "rb"))

@@ -1,38 +1,37 @@
 """Log stores: list, read and atomically create files under ``_delta_log``.
 
-Contract every backend keeps (and ``tests/storage/test_log_store.py`` checks):
+:class:`LogStore` is the contract (an ABC; its docstring states it and
+``tests/storage/test_log_store.py`` checks it on every concrete store).
+:class:`FsspecLogStore` implements everything but put-if-absent over an
+fsspec filesystem; the concrete stores add their backend's atomic create:
 
-- ``list_from(version)`` returns the log files whose version is >= ``version``
-  (non-version files such as ``_last_checkpoint`` excluded), **sorted** by
-  file name, which for zero-padded names is version order, with size and
-  modification time.
-- ``read(name)`` returns the bytes of ``_delta_log/<name>``; a missing file
-  raises ``FileNotFoundError``.
-- ``put_if_absent(name, data)`` creates ``_delta_log/<name>`` holding exactly
-  ``data`` **only if it does not exist**, atomically, using the backend's own
-  primitive; if it exists it raises :class:`FileAlreadyExistsError` and the
-  existing file is untouched. Readers never see a partial file. It is never
-  emulated with check-then-write.
-- ``write(name, data)`` overwrites (for ``_last_checkpoint`` and files with
-  unique names such as UUID checkpoints and sidecars), atomically where the
-  backend allows (temp file + rename on local disks).
+- :class:`LocalLogStore` (``file://`` and plain paths): temp file, ``fsync``,
+  then ``os.link``, which fails if the target exists; listing with
+  ``os.scandir``.
+- :class:`MemoryLogStore` (``memory://``): a process-wide lock around
+  exists+write, which is atomic for the only process that can see that
+  filesystem.
+- :class:`ObjectStoreLogStore` (any other fsspec filesystem): exclusive
+  create ``open(mode="xb")``, which object stores with conditional puts
+  implement.
 
-Backends: :class:`LocalLogStore` (``file://``: temp file, ``fsync``, then
-``os.link`` which fails if the target exists), :class:`MemoryLogStore`
-(``memory://``: a process-wide lock around exists+write, which is atomic for
-the only process that can see that filesystem), and
-:class:`ObjectStoreLogStore` (any other fsspec filesystem: exclusive-create
-``open(mode="xb")``, which object stores with conditional puts implement).
+Invariants:
+- Put-if-absent is the backend's own atomic primitive, never emulated with
+  check-then-write across processes.
+- :func:`log_store_for` is the one place a URI picks its store; code outside
+  ``storage/`` sees only :class:`LogStore` and asks its capabilities
+  (:attr:`LogStore.on_local_disk`), never its concrete class.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -62,15 +61,107 @@ def mtime_ms(info: dict[str, Any]) -> int:
     return 0
 
 
-class LogStore:
-    """Base log store over an fsspec filesystem; see the module contract."""
+class LogStore(abc.ABC):
+    """The contract of a Delta log store: list, read and put-if-absent under
+    ``<table_root>/_delta_log``.
+
+    Names are relative to ``_delta_log`` (``00000000000000000007.json``,
+    ``_sidecars/<uuid>.parquet``, ``_last_checkpoint``).
+
+    Listing
+        :meth:`list_dir` returns every file of ``_delta_log/<subdir>`` whose
+        name the protocol recognises (:func:`parse_log_file_name`; temp files,
+        directories and unknown names are left out), each with its size and
+        modification time (ms), **sorted by name**. Lexicographic order is
+        version order because versions are zero-padded to 20 digits; at one
+        version the kinds sort by their suffix (``.checkpoint.parquet`` before
+        ``.json``). A missing directory lists as empty, never raises.
+        :meth:`list_from` is :meth:`list_dir` of the log itself restricted to
+        files that carry a version (so not ``_last_checkpoint``) with version
+        ``>= version``, in the same order. A listing is a snapshot: a file
+        created during the call may or may not appear, but a listed file
+        existed.
+
+    Reading
+        :meth:`read` returns the whole content of a file; a missing file
+        raises :class:`FileNotFoundError` (never returns empty bytes).
+        :meth:`read_many` is :meth:`read` of several names, in the order given,
+        fetched concurrently where the backend can.
+
+    Put-if-absent
+        :meth:`put_if_absent` creates ``_delta_log/<name>`` holding exactly
+        ``data`` **only if no file of that name exists**, atomically, with the
+        backend's own primitive. When the name exists it raises
+        :class:`FileAlreadyExistsError` and leaves the existing file as it was.
+        Of concurrent callers (threads, processes, machines) on one name,
+        exactly one wins. Readers never see a partial file. It is never
+        emulated with check-then-write. Missing directories are created.
+
+    Overwrite and delete
+        :meth:`write` replaces a file (for ``_last_checkpoint`` and files with
+        unique names such as UUID checkpoints and sidecars), atomically where
+        the backend allows (temp file + rename on local disks).
+        :meth:`delete` removes a file; a missing file is not an error.
+
+    Capabilities
+        :attr:`on_local_disk` is true when ``table_root`` and every path of
+        the store are paths of the local operating system, so callers may use
+        ``os`` calls and memory-mapped reads on them.
+    """
+
+    on_local_disk: ClassVar[bool] = False
 
     def __init__(self, fs: fsspec.AbstractFileSystem, table_root: str) -> None:
         self.fs = fs
         self.table_root = table_root
         self.log_dir = f"{table_root}/{DELTA_LOG_DIR}"
 
+    def path_of(self, name: str) -> str:
+        """The full path (in :attr:`fs`) of ``_delta_log/<name>``."""
+        return f"{self.log_dir}/{name}"
+
     # --- listing -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def list_dir(self, subdir: str = "") -> list[LogFile]:
+        """Every recognised file in ``_delta_log/<subdir>``, sorted by name."""
+
+    def list_from(self, version: int = 0) -> list[LogFile]:
+        """Versioned files of ``_delta_log`` with version >= ``version``, sorted by name."""
+        return [f for f in self.list_dir() if f.version is not None and f.version >= version]
+
+    @abc.abstractmethod
+    def log_exists(self) -> bool:
+        """Whether ``_delta_log`` exists."""
+
+    # --- reading ------------------------------------------------------------
+
+    @abc.abstractmethod
+    def read(self, name: str) -> bytes:
+        """The bytes of ``_delta_log/<name>``; :class:`FileNotFoundError` when missing."""
+
+    def read_many(self, names: Sequence[str]) -> list[bytes]:
+        """The bytes of several log files, in the order of ``names``."""
+        return [self.read(n) for n in names]
+
+    # --- writing --------------------------------------------------------------
+
+    @abc.abstractmethod
+    def put_if_absent(self, name: str, data: bytes) -> None:
+        """Create ``_delta_log/<name>`` atomically, or raise :class:`FileAlreadyExistsError`."""
+
+    @abc.abstractmethod
+    def write(self, name: str, data: bytes) -> None:
+        """Create or replace ``_delta_log/<name>``."""
+
+    @abc.abstractmethod
+    def delete(self, name: str) -> None:
+        """Remove ``_delta_log/<name>``; a missing file is fine."""
+
+
+class FsspecLogStore(LogStore):
+    """Listing, reading, overwriting and deleting through an fsspec filesystem;
+    put-if-absent is left to the backend's subclass."""
 
     def _ls(self, directory: str) -> list[dict[str, Any]]:
         try:
@@ -80,7 +171,6 @@ class LogStore:
         return entries
 
     def list_dir(self, subdir: str = "") -> list[LogFile]:
-        """Every recognised file in ``_delta_log/<subdir>``, sorted by name."""
         directory = f"{self.log_dir}/{subdir}" if subdir else self.log_dir
         prefix = f"{subdir}/" if subdir else ""
         files = []
@@ -96,24 +186,14 @@ class LogStore:
         files.sort(key=lambda f: f.name)
         return files
 
-    def list_from(self, version: int = 0) -> list[LogFile]:
-        """Versioned files of ``_delta_log`` with version >= ``version``, sorted."""
-        return [f for f in self.list_dir() if f.version is not None and f.version >= version]
-
     def log_exists(self) -> bool:
         return bool(self.fs.isdir(self.log_dir))
-
-    # --- reading ------------------------------------------------------------
-
-    def path_of(self, name: str) -> str:
-        return f"{self.log_dir}/{name}"
 
     def read(self, name: str) -> bytes:
         data: bytes = self.fs.cat_file(self.path_of(name))
         return data
 
     def read_many(self, names: Sequence[str]) -> list[bytes]:
-        """Bytes of several log files, fetched concurrently where the backend can."""
         if not names:
             return []
         paths = [self.path_of(n) for n in names]
@@ -121,11 +201,6 @@ class LogStore:
             return [self.read(names[0])]
         fetched: dict[str, bytes] = self.fs.cat(paths, on_error="raise")
         return [fetched[p] for p in paths]
-
-    # --- writing --------------------------------------------------------------
-
-    def put_if_absent(self, name: str, data: bytes) -> None:
-        raise NotImplementedError
 
     def write(self, name: str, data: bytes) -> None:
         path = self.path_of(name)
@@ -138,8 +213,10 @@ class LogStore:
             self.fs.rm_file(self.path_of(name))
 
 
-class LocalLogStore(LogStore):
+class LocalLogStore(FsspecLogStore):
     """Local disks: temp file + fsync + ``os.link`` (fails if the target exists)."""
+
+    on_local_disk = True
 
     def __init__(self, fs: fsspec.AbstractFileSystem, table_root: str, *, fsync: bool = True):
         super().__init__(fs, table_root)
@@ -219,7 +296,7 @@ class LocalLogStore(LogStore):
 _MEMORY_LOCK = threading.Lock()
 
 
-class MemoryLogStore(LogStore):
+class MemoryLogStore(FsspecLogStore):
     """fsspec's in-process memory filesystem; a process-wide lock makes create atomic."""
 
     def put_if_absent(self, name: str, data: bytes) -> None:
@@ -234,7 +311,7 @@ class MemoryLogStore(LogStore):
             self.fs.pipe_file(self.path_of(name), data)
 
 
-class ObjectStoreLogStore(LogStore):
+class ObjectStoreLogStore(FsspecLogStore):
     """Other fsspec backends: exclusive create (``mode="xb"``), i.e. a conditional put."""
 
     def put_if_absent(self, name: str, data: bytes) -> None:

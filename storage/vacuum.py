@@ -46,7 +46,6 @@ from typing import Any, Literal
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
-from fsspec.implementations.local import LocalFileSystem
 from pydantic import BaseModel, ConfigDict, Field
 
 from raydelta.protocol.cleanup_rules import (
@@ -292,7 +291,7 @@ def list_tree(
     (``""`` is the whole table), recursively."""
     parts = []
     for prefix in prefixes:
-        if isinstance(store.fs, LocalFileSystem):
+        if store.on_local_disk:
             part, _ = _list_local(
                 store.table_root, prefix, partition_columns, protected, recursive=True
             )
@@ -308,7 +307,7 @@ def list_top_level(
     store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
 ) -> tuple[DirectoryListing, list[str]]:
     """The files directly under the root, and its non-hidden subdirectories."""
-    if isinstance(store.fs, LocalFileSystem):
+    if store.on_local_disk:
         return _list_local(store.table_root, "", partition_columns, protected, recursive=False)
     return _list_fsspec(
         store.fs, store.table_root, "", partition_columns, protected, recursive=False
@@ -423,7 +422,7 @@ def log_paths(snapshot: Snapshot, root: TableRoot, *, cutoff_ms: int) -> _LogPat
 def table_root_of(store: LogStore) -> TableRoot:
     protocol = store.fs.protocol
     scheme = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
-    if isinstance(store.fs, LocalFileSystem):
+    if store.on_local_disk:
         scheme = "file"
     return TableRoot(store.table_root, str(scheme))
 
@@ -557,7 +556,7 @@ def _lite_candidates(
                 ignored.setdefault(relative, "hidden path")
             keep.append(not hidden)
         candidates = candidates.filter(pa.array(keep, pa.bool_()))
-    if isinstance(store.fs, LocalFileSystem):
+    if store.on_local_disk:
         found = _local_existing(store, candidates, ignored)
     else:
         exists, sizes = _fsspec_existence(store, candidates)
@@ -695,7 +694,7 @@ def execute_vacuum(
     sizes = plan.files.column("size").to_pylist()
     deleted: list[str] = []
     total = 0
-    local = isinstance(store.fs, LocalFileSystem)
+    local = store.on_local_disk
     guard = _LocalGuard(store.table_root) if local else None
     for index, (relative, size) in enumerate(zip(paths, sizes, strict=True)):
         full = f"{store.table_root}/{relative}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import multiprocessing
 import os
 import threading
@@ -11,10 +12,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
 
 from raydelta.protocol.errors import FileAlreadyExistsError
-from raydelta.protocol.file_names import LogFileKind, commit_name
-from raydelta.storage.log_store import LocalLogStore, LogStore, MemoryLogStore, log_store_for
+from raydelta.protocol.file_names import (
+    LAST_CHECKPOINT_NAME,
+    SIDECAR_DIR,
+    STAGED_COMMITS_DIR,
+    LogFileKind,
+    commit_name,
+    sidecar_name,
+    staged_commit_name,
+)
+from raydelta.storage.log_store import (
+    LocalLogStore,
+    LogStore,
+    MemoryLogStore,
+    ObjectStoreLogStore,
+    log_store_for,
+)
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -135,3 +152,147 @@ def test_local_put_if_absent_leaves_no_temp_file_on_loss(tmp_path: Path) -> None
     with pytest.raises(FileAlreadyExistsError):
         store.put_if_absent(commit_name(0), b"b")
     assert os.listdir(tmp_path / "_delta_log") == [commit_name(0)]
+
+
+# --- the LogStore contract, on every concrete store ----------------------------------------
+#
+# The tests above build stores from URIs; these build every concrete LogStore class
+# (ObjectStoreLogStore over a local filesystem, whose exclusive create is O_EXCL), so a
+# new store cannot be added without meeting the contract.
+
+CONTRACT_STORES = ("local", "memory", "exclusive-create")
+
+
+def _concrete_subclasses(cls: type) -> set[type]:
+    found: set[type] = set()
+    for sub in cls.__subclasses__():
+        if not inspect.isabstract(sub):
+            found.add(sub)
+        found |= _concrete_subclasses(sub)
+    return found
+
+
+def _build(kind: str, tmp_path: Path) -> LogStore:
+    if kind == "local":
+        return LocalLogStore(LocalFileSystem(), str(tmp_path / "table"))
+    if kind == "memory":
+        return MemoryLogStore(MemoryFileSystem(), f"/raydelta-test-{uuid.uuid4().hex}/table")
+    return ObjectStoreLogStore(LocalFileSystem(auto_mkdir=True), str(tmp_path / "table"))
+
+
+@pytest.fixture(params=CONTRACT_STORES)
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> LogStore:
+    return _build(request.param, tmp_path)
+
+
+def test_the_contract_is_abstract_and_every_concrete_store_is_tested(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        LogStore(LocalFileSystem(), str(tmp_path))  # type: ignore[abstract]
+    tested = {type(_build(kind, tmp_path)) for kind in CONTRACT_STORES}
+    assert tested == _concrete_subclasses(LogStore)
+
+
+def test_contract_list_order_is_version_order_for_zero_padded_names(any_store: LogStore) -> None:
+    versions = [100, 9, 10, 0, 1_000_000, 99]
+    for version in versions:
+        any_store.put_if_absent(commit_name(version), b"{}\n")
+    listed = any_store.list_from(0)
+    assert [f.name for f in listed] == sorted(f.name for f in listed)
+    assert [f.version for f in listed] == sorted(versions)
+    assert [f.version for f in any_store.list_from(10)] == [10, 99, 100, 1_000_000]
+    assert any_store.list_from(1_000_001) == []
+
+
+def test_contract_list_from_holds_only_versioned_files(any_store: LogStore) -> None:
+    any_store.put_if_absent(commit_name(0), b"{}\n")
+    any_store.write(LAST_CHECKPOINT_NAME, b'{"version":0,"size":1}')
+    any_store.write("not-a-log-file.txt", b"x")
+    any_store.write(sidecar_name(str(uuid.uuid4())), b"x")
+    assert [f.name for f in any_store.list_from(0)] == [commit_name(0)]
+    top = [f.name for f in any_store.list_dir()]
+    assert top == [commit_name(0), LAST_CHECKPOINT_NAME]  # recognised names only, sorted
+
+
+def test_contract_list_dir_of_a_subdirectory(any_store: LogStore) -> None:
+    ids = sorted(str(uuid.uuid4()) for _ in range(3))
+    for i, sidecar in enumerate(reversed(ids)):
+        any_store.write(sidecar_name(sidecar), b"x" * (i + 1))
+    listed = any_store.list_dir(SIDECAR_DIR)
+    assert [f.name for f in listed] == [sidecar_name(s) for s in ids]
+    assert all(f.kind is LogFileKind.SIDECAR and f.size > 0 for f in listed)
+    assert any_store.list_dir(STAGED_COMMITS_DIR) == []
+
+
+def test_contract_put_if_absent_into_a_subdirectory(any_store: LogStore) -> None:
+    name = staged_commit_name(3, str(uuid.uuid4()))
+    any_store.put_if_absent(name, b"staged\n")
+    assert any_store.read(name) == b"staged\n"
+    with pytest.raises(FileAlreadyExistsError):
+        any_store.put_if_absent(name, b"again\n")
+    assert [f.version for f in any_store.list_dir(STAGED_COMMITS_DIR)] == [3]
+
+
+def test_contract_put_if_absent_refuses_a_name_write_created(any_store: LogStore) -> None:
+    any_store.write(commit_name(4), b"written\n")
+    with pytest.raises(FileAlreadyExistsError):
+        any_store.put_if_absent(commit_name(4), b"put\n")
+    assert any_store.read(commit_name(4)) == b"written\n"
+
+
+def test_contract_put_if_absent_one_winner_among_threads(any_store: LogStore) -> None:
+    outcomes: list[bool] = []
+    barrier = threading.Barrier(6)
+
+    def race(i: int) -> None:
+        barrier.wait()
+        try:
+            any_store.put_if_absent(commit_name(1), f"writer {i}\n".encode())
+            outcomes.append(True)
+        except FileAlreadyExistsError:
+            outcomes.append(False)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == [False] * 5 + [True]
+    assert any_store.read(commit_name(1)).startswith(b"writer ")
+
+
+def test_contract_read_many_keeps_the_order_given(any_store: LogStore) -> None:
+    for version in range(4):
+        any_store.put_if_absent(commit_name(version), f"{version}\n".encode())
+    names = [commit_name(v) for v in (3, 0, 2)]
+    assert any_store.read_many(names) == [b"3\n", b"0\n", b"2\n"]
+    assert any_store.read_many([]) == []
+    with pytest.raises(FileNotFoundError):
+        any_store.read_many([commit_name(0), commit_name(9)])
+
+
+def test_contract_missing_files_and_logs(any_store: LogStore) -> None:
+    assert not any_store.log_exists()
+    assert any_store.list_dir() == [] and any_store.list_dir(SIDECAR_DIR) == []
+    with pytest.raises(FileNotFoundError):
+        any_store.read(LAST_CHECKPOINT_NAME)
+    any_store.delete(commit_name(0))  # a missing file is fine
+    any_store.put_if_absent(commit_name(0), b"{}\n")
+    assert any_store.log_exists()
+
+
+def test_contract_write_replaces_and_delete_removes(any_store: LogStore) -> None:
+    any_store.write(LAST_CHECKPOINT_NAME, b"first")
+    any_store.write(LAST_CHECKPOINT_NAME, b"second")
+    assert any_store.read(LAST_CHECKPOINT_NAME) == b"second"
+    any_store.delete(LAST_CHECKPOINT_NAME)
+    with pytest.raises(FileNotFoundError):
+        any_store.read(LAST_CHECKPOINT_NAME)
+
+
+def test_contract_on_local_disk_means_os_paths(any_store: LogStore) -> None:
+    any_store.put_if_absent(commit_name(0), b"{}\n")
+    if any_store.on_local_disk:
+        with open(any_store.path_of(commit_name(0)), "rb") as handle:
+            assert handle.read() == b"{}\n"
+    else:
+        assert isinstance(any_store, MemoryLogStore | ObjectStoreLogStore)
