@@ -40,6 +40,8 @@ from raydelta.protocol.errors import (
 )
 from raydelta.protocol.events import CommitCommitted
 from raydelta.protocol.predicates import Predicate, matches
+from raydelta.protocol.schema import physical_name
+from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.history import HistoryEntry, load_history
 from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
 from raydelta.storage.snapshot import Snapshot
@@ -158,21 +160,19 @@ class Table(TableClient):
     def _write(
         self, data: Any, *, mode: str, schema_mode: SchemaMode | None, where: str | None
     ) -> int:
+        from raydelta.progress import Bar
         from raydelta.storage.data_writer import (  # type: ignore[import-not-found,unused-ignore]
             check_writable,
             write_data,
         )
 
-        snapshot = self.snapshot()
+        # an append needs the protocol and metadata only; an overwrite the files too
+        snapshot = self.snapshot() if mode == "Overwrite" else None
         txn = self.transaction(snapshot=snapshot)
         check_writable(txn.protocol, txn.metadata)
+        config = TableConfiguration(txn.protocol, txn.metadata)
         partition_by = list(txn.metadata.partition_columns)
-        predicate: Predicate | None = None
-        if where is not None:
-            predicate = as_predicate(where)
-            self._check_where(predicate, snapshot, partition_by)
-        from raydelta.progress import Bar
-
+        predicate = None if where is None else self._where_predicate(where, partition_by)
         with Bar(desc=f"{mode.lower()} rows", unit="rows") as bar:
             result: WriteResult = write_data(
                 self.uri,
@@ -184,9 +184,8 @@ class Table(TableClient):
                 on_rows_written=bar.update,
             )
         if predicate is not None:
-            self._check_rows_match(result, predicate, snapshot, partition_by, where or "")
-        if mode == "Overwrite":
-            config = snapshot.table_configuration
+            self._check_rows_match(result, predicate, config, where or "")
+        if snapshot is not None:
             if predicate is None:
                 txn.read_whole_table()
                 doomed = snapshot.files
@@ -195,7 +194,7 @@ class Table(TableClient):
                 doomed = prune_files(
                     snapshot.files,
                     predicate,
-                    snapshot.schema,
+                    config.schema,
                     partition_by,
                     config.column_mapping_mode,
                 )
@@ -219,32 +218,30 @@ class Table(TableClient):
         return version
 
     @staticmethod
-    def _check_where(predicate: Predicate, snapshot: Snapshot, partition_by: list[str]) -> None:
+    def _where_predicate(where: str, partition_by: list[str]) -> Predicate:
         from raydelta.protocol.predicates import references
 
+        predicate = as_predicate(where)
         outside = sorted(c for c in references(predicate) if c not in partition_by)
         if outside:
             raise InvalidArgumentError(
                 f"where may name partition columns only ({partition_by}); it names {outside}"
             )
+        return predicate
 
     def _check_rows_match(
-        self,
-        result: WriteResult,
-        predicate: Predicate,
-        snapshot: Snapshot,
-        partition_by: list[str],
-        where: str,
+        self, result: WriteResult, predicate: Predicate, config: TableConfiguration, where: str
     ) -> None:
-        types = {f.name: f.type for f in snapshot.schema.fields if f.name in partition_by}
-        by_physical = {
-            f.metadata.get("delta.columnMapping.physicalName", f.name): f.name
-            for f in snapshot.schema.fields
-        }
+        """Every file written must lie in the partitions ``where`` selects
+        (delta-spark's replaceWhere check); otherwise its files are deleted."""
+        partition_by = config.partition_columns
+        fields = [f for f in config.schema.fields if f.name in partition_by]
+        types = {f.name: f.type for f in fields}
+        by_physical = {physical_name(f, config.column_mapping_mode): f.name for f in fields}
         for add in result.adds:
             logical = {by_physical.get(k, k): v for k, v in add.partition_values.items()}
             if not matches(predicate, logical, types):
-                _delete_written(result, snapshot, self.storage_options)
+                _delete_written(result, self.uri, self.storage_options)
                 raise InvalidArgumentError(
                     f"data written does not match where={where!r}: partition {logical}"
                 )
@@ -428,13 +425,13 @@ class Table(TableClient):
 
 
 def _delete_written(
-    result: WriteResult, snapshot: Snapshot, storage_options: dict[str, Any] | None
+    result: WriteResult, table_uri: str, storage_options: dict[str, Any] | None
 ) -> None:
     """Remove the data files of a write that will not be committed."""
     from raydelta.storage.data_files import data_file_path
     from raydelta.storage.log_store import split_uri
 
-    fs, root = split_uri(snapshot.table_uri, storage_options)
+    fs, root = split_uri(table_uri, storage_options)
     for add in result.adds:
         fs.rm(data_file_path(fs, root, add.path))
 
