@@ -44,10 +44,9 @@ from raydelta.protocol.schema import physical_name
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.history import HistoryEntry, load_history
 from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
-from raydelta.storage.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from raydelta.actors.checkpoint_actor import CheckpointSummary
+    from raydelta.actors.checkpoint_results import CheckpointSummary
     from raydelta.storage.data_writer import (  # type: ignore[import-not-found,unused-ignore]
         WriteResult,
     )
@@ -418,10 +417,7 @@ class Table(TableClient):
             snap = self.snapshot()
         except TableNotFoundError:
             return f"<b>raydelta.Table</b> <code>{html.escape(self.uri)}</code> (no table yet)"
-        return (
-            f"<b>raydelta.Table</b> <code>{html.escape(self.uri)}</code><br>"
-            + snapshot_summary_html(snap)
-        )
+        return f"<b>raydelta.Table</b><br>{snap._repr_html_()}"
 
 
 def _delete_written(
@@ -434,27 +430,6 @@ def _delete_written(
     fs, root = split_uri(table_uri, storage_options)
     for add in result.adds:
         fs.rm(data_file_path(fs, root, add.path))
-
-
-def snapshot_summary_html(snap: Snapshot) -> str:
-    """A small HTML table describing ``snap`` (for notebooks)."""
-    stamp = datetime.fromtimestamp(snap.timestamp / 1000, tz=UTC).isoformat(timespec="seconds")
-    rows = [
-        ("version", str(snap.version)),
-        ("timestamp", stamp),
-        ("files", f"{snap.num_files:,}"),
-        ("columns", ", ".join(f.name for f in snap.schema.fields)),
-        ("partitioned by", ", ".join(snap.metadata.partition_columns) or "-"),
-        (
-            "protocol",
-            f"reader {snap.protocol.min_reader_version}, writer {snap.protocol.min_writer_version}",
-        ),
-    ]
-    body = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-        for k, v in rows
-    )
-    return f"<table>{body}</table>"
 
 
 class History:

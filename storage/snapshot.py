@@ -17,9 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
+import html
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -122,6 +123,33 @@ class Snapshot:
     @property
     def domains(self) -> dict[str, DomainMetadata]:
         return self.state.domains
+
+    def __repr__(self) -> str:
+        return (
+            f"Snapshot({self.table_uri!r}, version={self.version}, files={self.num_files},"
+            f" columns={[f.name for f in self.schema.fields]})"
+        )
+
+    def _repr_html_(self) -> str:
+        stamp = datetime.fromtimestamp(self.timestamp / 1000, tz=UTC).isoformat(timespec="seconds")
+        rows = [
+            ("table", self.table_uri),
+            ("version", str(self.version)),
+            ("timestamp", stamp),
+            ("files", f"{self.num_files:,}"),
+            ("columns", ", ".join(f.name for f in self.schema.fields)),
+            ("partitioned by", ", ".join(self.metadata.partition_columns) or "-"),
+            (
+                "protocol",
+                f"reader {self.protocol.min_reader_version},"
+                f" writer {self.protocol.min_writer_version}",
+            ),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+            for k, v in rows
+        )
+        return f"<table>{body}</table>"
 
 
 def _read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:

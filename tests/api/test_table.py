@@ -220,6 +220,9 @@ def test_history_is_an_arrow_table_with_short_reprs(workdir: Path) -> None:
     assert "<table>" in history._repr_html_()
     assert repr(table) == f"raydelta.Table({table.uri!r})"
     assert "version" in table._repr_html_()
+    snap = table.snapshot()
+    assert repr(snap).startswith(f"Snapshot({table.uri!r}, version=1, files=1")
+    assert "<table>" in snap._repr_html_()
     with pytest.raises(raydelta.InvalidArgumentError):
         table.history(limit=0)
 
