@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from raydelta.actors.checkpoint_actor import CheckpointSummary
+from raydelta.actors.checkpoint_results import CheckpointSummary
 from raydelta.actors.cluster import connect
 from raydelta.protocol.durations import parse_duration
 from raydelta.protocol.errors import (

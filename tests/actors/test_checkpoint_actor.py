@@ -23,13 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raydelta.actors.checkpoint_actor import (
-    MAP_TASK_FAULT,
-    SHARD_TASK_FAULT,
-    actor_name,
-    checkpoint_actor,
-    ensure_checkpointer,
-)
+from raydelta.actors.checkpoint_actor import actor_name, checkpoint_actor, ensure_checkpointer
+from raydelta.actors.checkpoint_tasks import MAP_TASK_FAULT, SHARD_TASK_FAULT
 from raydelta.actors.cluster import NAMESPACE, normalize_uri
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
 from raydelta.protocol.actions import (
