@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-GOLDEN_ROOT = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "delta-spark-golden"
-if not GOLDEN_ROOT.exists():  # a fresh clone has shared/ beside it
-    GOLDEN_ROOT = Path(
-        os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden")
-    )
+# delta-spark's golden tables ship with the repository (tests/data/, see its
+# README): a clone alone runs the conformance suite. Test modules that read the
+# RAYDELTA_GOLDEN variable see the same folder.
+GOLDEN_ROOT = Path(__file__).resolve().parent / "data" / "delta-spark-golden"
+os.environ["RAYDELTA_GOLDEN"] = str(GOLDEN_ROOT)
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -32,8 +32,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 @pytest.fixture(scope="session")
 def golden_root() -> Path:
-    if not GOLDEN_ROOT.is_dir():
-        pytest.skip(f"golden tables not found at {GOLDEN_ROOT}")
+    """The in-repository golden tables. Missing is a failure, never a skip."""
+    if not (GOLDEN_ROOT / "checkpoint" / "_delta_log").is_dir():
+        pytest.fail(f"golden tables missing from the repository: {GOLDEN_ROOT}")
     return GOLDEN_ROOT
 
 
