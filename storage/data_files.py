@@ -7,8 +7,9 @@ Invariants:
   columns filled from the ``add`` action's partition values (the log is the
   truth, never the directory names) and missing columns as nulls.
 - Writing returns an ``AddFile`` whose ``size`` is the file's real size and
-  whose ``stats`` hold an exact ``numRecords`` (and min/max/nullCount for the
-  primitive columns), so DVs may later be attached to it.
+  whose ``stats`` are complete (``numRecords``, min/max/nullCount of the
+  indexed columns, nested ones included), so DVs may later be attached to it.
+  Files are never overwritten: each has a fresh UUID name.
 - Paths in the log are URI-encoded relative paths (or absolute URIs); they
   are decoded before touching the filesystem.
 - Column mapping (``name`` / ``id`` mode): data files, partition values and
@@ -19,7 +20,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -47,6 +47,8 @@ from raydelta.protocol.schema import (
     physical_name,
     to_arrow,
 )
+from raydelta.protocol.schema_enforcement import writer_arrow_schema
+from raydelta.protocol.stats_collection import StatsSpec, collect_statistics
 from raydelta.storage.deletion_vector_files import read_deletion_vector
 from raydelta.storage.log_store import split_uri
 
@@ -129,43 +131,30 @@ def _file_column(file_schema: pa.Schema, f: StructField, mode: ColumnMappingMode
     return name if name in file_schema.names else None
 
 
-def _stats(table: pa.Table) -> str:
-    minimum: dict[str, Any] = {}
-    maximum: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    for name in table.column_names:
-        column = table.column(name)
-        nulls[name] = column.null_count
-        kind = column.type
-        if not (
-            pa.types.is_integer(kind)
-            or pa.types.is_floating(kind)
-            or pa.types.is_string(kind)
-            or pa.types.is_date(kind)
-            or pa.types.is_timestamp(kind)
-            or pa.types.is_decimal(kind)
-        ):
-            continue
-        if column.null_count == len(column):
-            continue
-        bounds = pc.min_max(column)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        if pa.types.is_timestamp(kind):
-            low = low.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-            high = high.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        elif pa.types.is_date(kind) or pa.types.is_decimal(kind):
-            low, high = str(low), str(high)
-        minimum[name], maximum[name] = low, high
-    return json.dumps(
-        {
-            "numRecords": table.num_rows,
-            "minValues": minimum,
-            "maxValues": maximum,
-            "nullCount": nulls,
-        },
-        separators=(",", ":"),
-        default=str,
-    )
+def serialized_partition_values(
+    schema: StructType,
+    partition_columns: Sequence[str],
+    values: Mapping[str, Any],
+    mode: ColumnMappingMode,
+) -> dict[str, str | None]:
+    """``add.partitionValues`` of typed values: physical names, spec strings."""
+    return {
+        physical_name(schema.field(column), mode): serialize_partition_value(
+            values.get(column), schema.field(column).type
+        )
+        for column in partition_columns
+    }
+
+
+def partition_directory(
+    schema: StructType,
+    partition_columns: Sequence[str],
+    values: Mapping[str, Any],
+    mode: ColumnMappingMode,
+) -> str:
+    """The relative directory (``a=1/b=x``) of a file with these partition values."""
+    serialized = serialized_partition_values(schema, partition_columns, values, mode)
+    return partition_path(serialized, list(serialized)) if partition_columns else ""
 
 
 def write_data_file(
@@ -177,48 +166,63 @@ def write_data_file(
     partition_values: Mapping[str, Any] | None = None,
     column_mapping_mode: ColumnMappingMode | str | None = None,
     storage_options: dict[str, Any] | None = None,
+    stats_spec: StatsSpec | None = None,
+    materialize_partition_columns: bool = False,
 ) -> AddFile:
-    """Write ``data`` (logical column names; partition columns are ignored) as
-    one new parquet file; return its ``add``.
+    """Write ``data`` (logical column names) as one new parquet file; return its ``add``.
 
     ``partition_values`` are typed values (or None) for every partition column,
-    by logical name.
+    by logical name. Partition columns are left out of the file unless
+    ``materialize_partition_columns`` (the ``materializePartitionColumns``
+    feature), where they follow the data columns. The ``add`` carries full
+    statistics (:func:`raydelta.protocol.stats_collection.collect_statistics`).
+    This is the one place raydelta writes a data file; the data writer
+    (``storage/data_writer.py``) enforces the table's rules before calling it.
     """
     mode = column_mapping_mode_from(column_mapping_mode)
     mapped = mode is not ColumnMappingMode.NONE
     fs, root = split_uri(table_uri, storage_options)
     values = dict(partition_values or {})
-    serialized = {
-        physical_name(schema.field(column), mode): serialize_partition_value(
-            values.get(column), schema.field(column).type
-        )
-        for column in partition_columns
-    }
+    serialized = serialized_partition_values(schema, partition_columns, values, mode)
     directory = partition_path(serialized, list(serialized)) if partition_columns else ""
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     relative = f"{directory}/{name}" if directory else name
     target = f"{root}/{relative}"
     fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
     data_fields = StructType(tuple(f for f in schema.fields if f.name not in partition_columns))
-    logical = to_arrow(data_fields)
-    physical = to_arrow(data_fields, physical=mapped)
-    data = data.select(logical.names).cast(logical)
+    file_fields = data_fields
+    if materialize_partition_columns and partition_columns:
+        file_fields = StructType(
+            (*data_fields.fields, *(schema.field(c) for c in partition_columns))
+        )
+    logical = writer_arrow_schema(file_fields)
+    physical = writer_arrow_schema(file_fields, physical=mapped)
+    columns = []
+    for want in logical:
+        if want.name in data.column_names:
+            columns.append(data.column(want.name).cast(want.type))
+        else:  # a materialized partition column the caller left out
+            value = values.get(want.name)
+            columns.append(pa.chunked_array([pa.array([value] * data.num_rows, type=want.type)]))
+    logical_data = pa.Table.from_arrays(columns, schema=logical)
+    file_data = logical_data
     if mapped:
-        data = pa.Table.from_arrays(
+        file_data = pa.Table.from_arrays(
             [
                 _renamed(column, want.type)
-                for column, want in zip(data.columns, physical, strict=True)
+                for column, want in zip(logical_data.columns, physical, strict=True)
             ],
             schema=physical,
         )
     with fs.open(target, "wb") as handle:
-        pq.write_table(data, handle, compression="snappy")
+        pq.write_table(file_data, handle, compression="snappy")
     size = int(fs.size(target))
+    spec = stats_spec or StatsSpec(mapping_mode=mode)
     return AddFile(
-        path=quote(relative),
+        path=quote(relative, safe="/="),
         partitionValues=serialized,
         size=size,
         modificationTime=int(time.time() * 1000),
         dataChange=True,
-        stats=_stats(data),
+        stats=collect_statistics(logical_data, data_fields.fields, spec),
     )
