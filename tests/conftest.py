@@ -7,6 +7,7 @@ Tests that don't ask for them never start them.
 
 from __future__ import annotations
 
+import importlib.abc
 import os
 import shutil
 import sys
@@ -22,6 +23,26 @@ import pytest
 # RAYDELTA_GOLDEN variable see the same folder.
 GOLDEN_ROOT = Path(__file__).resolve().parent / "data" / "delta-spark-golden"
 os.environ["RAYDELTA_GOLDEN"] = str(GOLDEN_ROOT)
+
+
+class _OldTopLevelNames(importlib.abc.MetaPathFinder):
+    """``protocol``, ``storage`` and ``actors`` are folders of this repository,
+    installed only as ``raydelta.protocol``/``.storage``/``.actors``. pytest puts
+    the repository on ``sys.path`` (``pythonpath = ["."]``, for ``benchmarks``),
+    which would let the old top-level names import here and nowhere else: refuse
+    them in the test process as an installed package does."""
+
+    NAMES = frozenset({"protocol", "storage", "actors"})
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.partition(".")[0] in self.NAMES:
+            raise ModuleNotFoundError(
+                f"No module named {name!r} (installed as raydelta.{name})", name=name
+            )
+        return None
+
+
+sys.meta_path.insert(0, _OldTopLevelNames())
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
