@@ -5,12 +5,15 @@
 >>> df.write.format("raydelta").mode("append").save("/data/events")   # doctest: +SKIP
 >>> spark.read.format("raydelta").load("/data/events").count()        # doctest: +SKIP
 
-Writing: each Spark task writes its rows as parquet files (one per
-partition value) straight into the table directory and returns their
-``add`` actions; the job's ``commit`` sends them all as ONE transaction
-through the table's ``TableActor`` (a blind append, or for ``overwrite`` a
-whole-table read that removes every live file). A failed job commits
-nothing; its files are unreferenced and VACUUM removes them later.
+Writing: each Spark task writes its rows through raydelta's one data writer
+(schema enforcement, NOT NULL, invariants, CHECK constraints, generated and
+default columns, column mapping, full statistics) as parquet files straight
+into the table directory and returns their ``add`` actions; a violating row
+fails its task and so the job, which then commits nothing. The job's
+``commit`` sends all adds as ONE transaction through the table's
+``TableActor`` (a blind append, or for ``overwrite`` a whole-table read
+that removes every live file). A failed job commits nothing; its files
+are unreferenced and VACUUM removes them later.
 
 Reading: the snapshot's live files become Spark input partitions; each is
 read with pyarrow, deletion vectors applied, partition columns filled from
@@ -43,7 +46,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType as SparkStructType
 
-from raydelta.protocol.errors import RaydeltaError
+from raydelta.protocol.errors import RaydeltaError, UnsupportedTableFeatureException
 from raydelta.protocol.schema import StructType, parse_schema
 
 _RAY_ADDRESS_ENV = "RAYDELTA_RAY_ADDRESS"
@@ -164,9 +167,14 @@ class _WrittenFiles(WriterCommitMessage):
 
 
 class _Writer(DataSourceArrowWriter):
+    """Each task writes its rows through the one data writer
+    (:func:`raydelta.storage.data_writer.write_data`): the same schema
+    enforcement, data rules and statistics as ``Table.append``."""
+
     def __init__(
         self, uri: str, options: dict[str, str], overwrite: bool, ray_address: str | None
     ) -> None:
+        from raydelta.storage.data_writer import check_writable
         from raydelta.storage.snapshot import load_snapshot
 
         snapshot = load_snapshot(uri)
@@ -175,50 +183,38 @@ class _Writer(DataSourceArrowWriter):
         self.ray_address = _ray_address(options, ray_address)
         self.overwrite = overwrite
         self.read_version = snapshot.version
-        self.schema_string = snapshot.metadata.schema_string
-        self.configuration = dict(snapshot.metadata.configuration)
+        self.protocol = snapshot.protocol
+        self.metadata = snapshot.metadata
         self.partition_columns = list(snapshot.metadata.partition_columns)
+        check_writable(self.protocol, self.metadata)
+        identity = [
+            f.name
+            for f in _table_schema(self.metadata.schema_string).fields
+            if any(key.startswith("delta.identity.") for key in f.metadata)
+        ]
+        if identity:
+            # Tasks write in parallel from one high-water mark: their values
+            # would collide. Refuse rather than write duplicates.
+            raise UnsupportedTableFeatureException(
+                f"the raydelta Spark sink cannot write identity columns {identity}; "
+                "use raydelta.Table.append"
+            )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        from raydelta.storage.data_files import write_data_file
+        from raydelta.storage.data_writer import write_data
 
-        schema = _table_schema(self.schema_string)
         batches = list(iterator)
         if not batches:
             return _WrittenFiles(adds=[])
-        data = pa.Table.from_batches(batches)
-        adds = []
-        if not self.partition_columns:
-            groups: list[tuple[dict[str, Any], pa.Table]] = [({}, data)]
-        else:
-            keys = data.select(self.partition_columns).group_by(self.partition_columns)
-            distinct = keys.aggregate([]).to_pylist()
-            groups = []
-            for values in distinct:
-                mask = None
-                for column, value in values.items():
-                    import pyarrow.compute as pc
-
-                    test = (
-                        pc.is_null(data.column(column))
-                        if value is None
-                        else pc.equal(data.column(column), pa.scalar(value))
-                    )
-                    mask = test if mask is None else pc.and_(mask, test)
-                groups.append((values, data.filter(mask)))
-        for values, rows in groups:
-            if rows.num_rows == 0:
-                continue
-            add = write_data_file(
-                self.uri,
-                rows,
-                schema=schema,
-                partition_columns=self.partition_columns,
-                partition_values=values,
-                column_mapping_mode=_mapping_mode(self.configuration),
-            )
-            adds.append(json.dumps(add.to_json_dict()))
-        return _WrittenFiles(adds=adds)
+        result = write_data(
+            self.uri,
+            pa.Table.from_batches(batches),
+            protocol=self.protocol,
+            metadata=self.metadata,
+        )
+        if result.metadata is not None or result.protocol is not None:
+            raise RaydeltaError("a Spark task's write would change the table's metadata")
+        return _WrittenFiles(adds=[json.dumps(add.to_json_dict()) for add in result.adds])
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         import ray

@@ -197,3 +197,39 @@ def test_duckdb_reads_a_mapped_partition_column_after_the_data_columns(
         assert [tuple(r) for r in found] == expected
     finally:
         _kill(table)
+
+
+def test_a_spark_write_violating_a_check_constraint_commits_nothing(
+    raydelta_spark: Any, tmp_path: Path
+) -> None:
+    """Spark tasks write through the one data writer, so the table's CHECK
+    constraint holds for Spark writes too; the failed job commits nothing."""
+    from raydelta.protocol.actions import Protocol
+
+    spark = raydelta_spark
+    uri = str(tmp_path / "checked")
+    table = create_table(
+        uri,
+        schema=pa.schema([("id", pa.int64()), ("name", pa.string())]),
+        properties={"delta.constraints.positive_id": "id > 0"},
+        protocol=Protocol(minReaderVersion=1, minWriterVersion=3),
+    )
+    try:
+        good = spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string").coalesce(1)
+        good.write.format("raydelta").mode("append").save(uri)
+        assert load_snapshot(uri).version == 1
+        (add,) = load_snapshot(uri).add_files()
+        assert add.stats is not None and '"minValues":{"id":1,"name":"a"}' in add.stats
+
+        bad = spark.createDataFrame([(3, "c"), (-4, "d")], "id long, name string").coalesce(1)
+        with pytest.raises(Exception, match="positive_id") as info:
+            bad.write.format("raydelta").mode("append").save(uri)
+        assert "DeltaInvariantViolationException" in str(info.value)
+        assert load_snapshot(uri).version == 1
+        assert table.snapshot().version == 1
+        assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [
+            1,
+            2,
+        ]
+    finally:
+        _kill(table)
