@@ -33,7 +33,7 @@ How a checkpoint of version ``v`` is built (:class:`CheckpointRunner`):
   reading it. Actions on keys no sidecar holds (new files) go to one small
   overflow sidecar (at most ``target / 4`` actions, then folded into the
   shards). Every other sidecar is reused as it is
-  (:func:`raydelta.storage.checkpoint_sources.plan_aligned`).
+  (:func:`raydelta.storage.checkpoint_incremental.plan_aligned`).
 
 Invariants:
 - Order of publication: every sidecar exists before the top-level file is
@@ -83,7 +83,8 @@ from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME
 from raydelta.protocol.last_checkpoint import parse_last_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_properties import COMPACTION_INTERVAL
-from raydelta.storage.checkpoint_sources import read_log_delta, write_log_compaction
+from raydelta.storage.checkpoint_sources import read_log_delta
+from raydelta.storage.log_compaction import write_log_compaction
 from raydelta.storage.log_store import log_store_for
 
 logger = logging.getLogger(__name__)

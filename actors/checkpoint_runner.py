@@ -53,6 +53,7 @@ from raydelta.actors.checkpoint_tasks import (
     write_v1,
 )
 from raydelta.actors.faults import crash_point
+from raydelta.actors.process_memory import peak_rss_mb
 from raydelta.protocol.actions import Sidecar
 from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
@@ -65,17 +66,14 @@ from raydelta.protocol.errors import CheckpointWriteError
 from raydelta.protocol.file_names import classic_checkpoint_name, uuid_checkpoint_name
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import V2_CHECKPOINT
+from raydelta.storage.checkpoint_fingerprints import read_fingerprints
+from raydelta.storage.checkpoint_incremental import AlignedSidecars, plan_aligned
+from raydelta.storage.checkpoint_shards import group_bounds, split_delta
 from raydelta.storage.checkpoint_sources import (
-    AlignedSidecars,
     LogDelta,
     checkpoint_pieces,
     estimated_file_actions,
-    group_bounds,
-    peak_rss_mb,
-    plan_aligned,
-    read_fingerprints,
     read_log_delta,
-    split_delta,
 )
 from raydelta.storage.checkpoint_writer import write_last_checkpoint, write_v2_checkpoint
 from raydelta.storage.log_reader import sidecar_path

@@ -32,28 +32,28 @@ import ray
 
 from raydelta.actors.checkpoint_results import TaskReport
 from raydelta.actors.faults import crash_point
+from raydelta.actors.process_memory import memory_mb, peak_rss_mb
 from raydelta.protocol.actions import Metadata, Protocol, Sidecar
 from raydelta.protocol.checkpoint_plan import ShardWork
 from raydelta.protocol.checkpoint_schema import CheckpointLayout
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.table_configuration import TableConfiguration
-from raydelta.storage.checkpoint_sources import (
-    LogDelta,
-    SourcePiece,
-    fingerprint_footer,
+from raydelta.storage.checkpoint_fingerprints import fingerprint_footer, with_fingerprints
+from raydelta.storage.checkpoint_incremental import overflow_tags
+from raydelta.storage.checkpoint_shards import (
     full_rows,
-    memory_mb,
     merge_shard_rows,
-    overflow_tags,
     partition_rows,
     partition_rows_grouped,
-    peak_rss_mb,
-    read_file_actions,
     select_shard_rows,
     shard_slice,
     shards_of_rows,
     slim_rows,
-    with_fingerprints,
+)
+from raydelta.storage.checkpoint_sources import (
+    LogDelta,
+    SourcePiece,
+    read_file_actions,
     write_v1_streaming,
 )
 from raydelta.storage.checkpoint_writer import write_shard_sidecar, write_sidecar
@@ -225,7 +225,8 @@ def write_overflow(
     now_ms: int,
     tombstone_cutoff_ms: int,
 ) -> ShardResult:
-    """Write the overflow sidecar (see :class:`raydelta.storage.checkpoint_sources.AlignedPlan`)."""
+    """Write the overflow sidecar
+    (see :class:`raydelta.storage.checkpoint_incremental.AlignedPlan`)."""
     start = time.perf_counter()
     store = log_store_for(table_uri, storage_options)
     layout = CheckpointLayout.for_table(TableConfiguration(protocol, metadata))

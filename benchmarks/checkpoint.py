@@ -101,7 +101,7 @@ def peak_rss_mb() -> float:
     ``execve`` from the process that started the child, so after a child
     that held a million files every later child would report at least that.
     """
-    from raydelta.storage.checkpoint_sources import peak_rss_mb as own_peak
+    from raydelta.actors.process_memory import peak_rss_mb as own_peak
 
     return own_peak()
 

@@ -57,22 +57,23 @@ from raydelta.protocol.file_names import (
     parse_log_file_name,
 )
 from raydelta.protocol.reconciliation import TableState, apply_commits
-from raydelta.storage.checkpoint_sources import (
-    compacted_actions,
+from raydelta.storage.checkpoint_fingerprints import (
     decode_fingerprints,
     encode_fingerprints,
+    key_fingerprints,
+)
+from raydelta.storage.checkpoint_shards import (
     full_rows,
     group_bounds,
-    key_fingerprints,
     merge_shard_rows,
     partition_rows,
     partition_rows_grouped,
     shard_slice,
     slim_rows,
     split_delta,
-    write_log_compaction,
 )
 from raydelta.storage.checkpoint_writer import read_checkpoint_sidecars
+from raydelta.storage.log_compaction import compacted_actions, write_log_compaction
 from raydelta.storage.log_reader import sidecar_path
 from raydelta.storage.log_store import log_store_for
 from raydelta.storage.snapshot import load_snapshot

@@ -1,0 +1,77 @@
+"""Log compaction files: ``<x>.<y>.compacted.json`` for a range of commits
+(PROTOCOL.md, "Log Compaction Files").
+
+Invariants:
+- A compaction file holds the reconciled actions of its published commits
+  (:func:`compacted_actions`), so replaying it equals replaying the range.
+- It is created with put-if-absent: an existing file is left as it is.
+- A range with a missing commit is refused, never compacted partially.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from raydelta.protocol.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    RemoveFile,
+    parse_actions,
+    serialize_actions,
+)
+from raydelta.protocol.errors import FileAlreadyExistsError, VersionNotFoundError
+from raydelta.protocol.file_names import commit_name, compaction_name
+from raydelta.protocol.reconciliation import fold_actions
+from raydelta.storage.log_store import LogStore
+
+
+def compacted_actions(commits: Sequence[Sequence[Action]]) -> list[Action]:
+    """The reconciled actions of consecutive commits (spec, "Log Compaction Files").
+
+    The latest ``protocol`` / ``metaData`` (if any changed), the latest
+    ``txn`` per app id, the latest ``domainMetadata`` per domain (removed
+    ones kept: they must still suppress earlier versions), the newest
+    ``remove`` / ``add`` per logical file (tombstones kept: they cancel adds
+    before the range). ``commitInfo`` and ``cdc`` are dropped.
+    """
+    folded = fold_actions(commits)
+    protocol, metadata, txns, domains = (
+        folded.protocol,
+        folded.metadata,
+        folded.txns,
+        folded.domains,
+    )
+    newest = folded.newest
+    out: list[Action] = []
+    if protocol is not None:
+        out.append(protocol)
+    if metadata is not None:
+        out.append(metadata)
+    out.extend(txns[k] for k in sorted(txns))
+    out.extend(domains[k] for k in sorted(domains))
+    out.extend(a for a in newest.values() if isinstance(a, RemoveFile))
+    out.extend(a for a in newest.values() if isinstance(a, AddFile))
+    return out
+
+
+def write_log_compaction(store: LogStore, start: int, end: int) -> str | None:
+    """Write ``<start>.<end>.compacted.json`` from the published commits of the range.
+
+    Returns its name, or None when it already exists. Raises
+    :class:`VersionNotFoundError` when a commit of the range is missing.
+    """
+    if start > end:
+        raise ValueError(f"empty compaction range [{start}, {end}]")
+    names = [commit_name(v) for v in range(start, end + 1)]
+    try:
+        bodies = store.read_many(names)
+    except FileNotFoundError as exc:
+        raise VersionNotFoundError(f"cannot compact [{start}, {end}]: {exc}") from exc
+    commits = [[a for a in parse_actions(body) if not isinstance(a, CommitInfo)] for body in bodies]
+    name = compaction_name(start, end)
+    try:
+        store.put_if_absent(name, serialize_actions(compacted_actions(commits)))
+    except FileAlreadyExistsError:
+        return None
+    return name
