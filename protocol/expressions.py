@@ -46,7 +46,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,9 +55,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from raydelta.protocol.errors import InvalidExpressionError, UnsupportedExpressionError
-
-# An array with one value per row, or a scalar standing for all rows.
-Value: TypeAlias = Any  # pa.Array | pa.Scalar (pyarrow ships no type stubs)
+from raydelta.protocol.expression_types import Value, arrow_type, cast, common_type, is_numeric
 
 
 @dataclass(frozen=True)
@@ -371,7 +369,7 @@ class _Evaluator:
             right = pc.if_else(pc.equal(right, 0.0), pa.scalar(None, pa.float64()), right)
             return pc.divide(left, right)
         left, right = self.coerced(left, right)
-        if not _is_numeric(left.type):
+        if not is_numeric(left.type):
             raise self.fail(f"arithmetic on {left.type}")
         if isinstance(node, (exp.IntDiv, exp.Mod)):
             zero = pa.scalar(0, right.type) if not pa.types.is_null(right.type) else None
@@ -400,9 +398,9 @@ class _Evaluator:
         return pc.abs_checked(self.value(node.this))
 
     def cast(self, node: exp.Expression) -> Value:
-        target = _arrow_type(node.args["to"], self.sql)
+        target = arrow_type(node.args["to"], self.sql)
         value = self.value(node.this)
-        return _cast(value, target)
+        return cast(value, target)
 
     def case(self, node: exp.Case) -> Value:
         subject = self.value(node.this) if node.this is not None else None
@@ -430,31 +428,31 @@ class _Evaluator:
 
     def choose(self, conditions: list[Value], results: list[Value], default: Value | None) -> Value:
         values = [*results, *([default] if default is not None else [])]
-        common = _common_type([v.type for v in values])
-        arrays = [self.array(_cast(v, common)) for v in values]
+        common = common_type([v.type for v in values])
+        arrays = [self.array(cast(v, common)) for v in values]
         struct = pc.make_struct(*[pc.fill_null(self.array(c), False) for c in conditions])
         return pc.case_when(struct, *arrays)
 
     def coalesce(self, node: exp.Coalesce) -> Value:
         values = [self.value(node.this), *(self.value(e) for e in node.expressions)]
-        common = _common_type([v.type for v in values])
-        return pc.coalesce(*[self.array(_cast(v, common)) for v in values])
+        common = common_type([v.type for v in values])
+        return pc.coalesce(*[self.array(cast(v, common)) for v in values])
 
     def to_date(self, node: exp.Expression) -> Value:
         if node.args.get("format") is not None:
             raise UnsupportedExpressionError(f"to_date with a format in {self.sql!r}")
-        return _cast(self.value(node.this), pa.date32())
+        return cast(self.value(node.this), pa.date32())
 
     def to_timestamp(self, node: exp.Expression) -> Value:
         value = self.value(node.this)
         if pa.types.is_timestamp(value.type):
             return value
-        return _cast(value, pa.timestamp("us", tz="UTC"))
+        return cast(value, pa.timestamp("us", tz="UTC"))
 
     def date_part(self, node: exp.Expression) -> Value:
         value = self.value(node.this)
         if pa.types.is_string(value.type):
-            value = _cast(value, pa.timestamp("us"))
+            value = cast(value, pa.timestamp("us"))
         return getattr(pc, _DATE_PARTS[type(node)])(value).cast(pa.int32())
 
     def date_format(self, node: exp.TimeToStr) -> Value:
@@ -484,7 +482,7 @@ class _Evaluator:
 
     def string(self, node: exp.Expression) -> Value:
         value = self.value(node)
-        return value if pa.types.is_string(value.type) else _cast(value, pa.string())
+        return value if pa.types.is_string(value.type) else cast(value, pa.string())
 
     def lower(self, node: exp.Lower) -> Value:
         return pc.utf8_lower(self.string(node.this))
@@ -532,8 +530,8 @@ class _Evaluator:
             return left.cast(rt), right
         if pa.types.is_null(rt):
             return left, right.cast(lt)
-        common = _common_type([lt, rt])
-        return _cast(left, common), _cast(right, common)
+        common = common_type([lt, rt])
+        return cast(left, common), cast(right, common)
 
 
 def _field_index(names: Sequence[str], wanted: str) -> int | None:
@@ -555,117 +553,6 @@ def _reescape_like(pattern: str, escape: str) -> str:
         else:
             out.append(char)
     return "".join(out)
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
-
-
-def _common_type(types: Sequence[pa.DataType]) -> pa.DataType:
-    """The type Spark would coerce these operand types to (a subset of its rules)."""
-    known = [t for t in types if not pa.types.is_null(t)]
-    if not known:
-        return pa.null()
-    first = known[0]
-    if all(t == first for t in known):
-        return first
-    if all(_is_numeric(t) for t in known):
-        if all(pa.types.is_integer(t) for t in known):
-            return max(known, key=lambda t: t.bit_width)
-        if all(pa.types.is_integer(t) or pa.types.is_decimal(t) for t in known):
-            decimals = [t for t in known if pa.types.is_decimal(t)]
-            if len(decimals) == 1 and all(
-                not pa.types.is_integer(t) or t.bit_width <= 32 for t in known
-            ):
-                scale = decimals[0].scale
-                precision = max(decimals[0].precision, 10 + scale)
-                return pa.decimal128(min(precision, 38), scale)
-        return pa.float64()
-    timestamps = [t for t in known if pa.types.is_timestamp(t)]
-    if timestamps and all(
-        pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_string(t) for t in known
-    ):
-        zoned = [t for t in timestamps if t.tz is not None]
-        return pa.timestamp("us", tz="UTC") if zoned else pa.timestamp("us")
-    if all(pa.types.is_date(t) or pa.types.is_string(t) for t in known):
-        return pa.date32()
-    numeric = [t for t in known if _is_numeric(t)]
-    if numeric and all(_is_numeric(t) or pa.types.is_string(t) for t in known):
-        return _common_type(numeric)
-    if all(pa.types.is_string(t) or pa.types.is_large_string(t) for t in known):
-        return pa.string()
-    if any(pa.types.is_string(t) for t in known):
-        return pa.string()
-    return first
-
-
-def _cast(value: Value, target: pa.DataType) -> Value:
-    """``value`` as ``target`` with Spark's cast rules where Arrow's differ."""
-    if value.type == target:
-        return value
-    if isinstance(value, pa.Scalar):
-        return _cast(pa.array([value.as_py()], type=value.type), target)[0]
-    source = value.type
-    if pa.types.is_timestamp(target) and pa.types.is_string(source):
-        naive = pc.utf8_trim(value, characters=" ").cast(pa.timestamp("us"))
-        return naive if target.tz is None else pc.assume_timezone(naive, target.tz)
-    if pa.types.is_timestamp(target) and pa.types.is_timestamp(source):
-        if source.tz is None and target.tz is not None:
-            return pc.assume_timezone(value.cast(pa.timestamp("us")), target.tz)
-        if source.tz is not None and target.tz is None:
-            return pc.local_timestamp(value).cast(target)
-    if pa.types.is_timestamp(target) and pa.types.is_date(source):
-        naive = value.cast(pa.timestamp("us"))
-        return naive if target.tz is None else pc.assume_timezone(naive, target.tz)
-    if pa.types.is_date(target) and pa.types.is_string(source):
-        return pc.utf8_slice_codeunits(pc.utf8_trim(value, characters=" "), start=0, stop=10).cast(
-            target
-        )
-    if pa.types.is_date(target) and pa.types.is_timestamp(source) and source.tz is not None:
-        return pc.local_timestamp(value).cast(target)
-    if pa.types.is_integer(target) and (
-        pa.types.is_floating(source) or pa.types.is_decimal(source)
-    ):
-        return pc.cast(
-            value,
-            options=pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True),
-        )
-    return value.cast(target)
-
-
-_TYPE_NAMES: dict[str, pa.DataType] = {
-    "TINYINT": pa.int8(),
-    "SMALLINT": pa.int16(),
-    "INT": pa.int32(),
-    "BIGINT": pa.int64(),
-    "FLOAT": pa.float32(),
-    "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(),
-    "TEXT": pa.string(),
-    "VARCHAR": pa.string(),
-    "CHAR": pa.string(),
-    "BINARY": pa.binary(),
-    "DATE": pa.date32(),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-    "TIMESTAMPLTZ": pa.timestamp("us", tz="UTC"),
-    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-    "TIMESTAMPNTZ": pa.timestamp("us"),
-    "DATETIME": pa.timestamp("us"),
-}
-
-
-def _arrow_type(node: exp.DataType, sql: str) -> pa.DataType:
-    name = node.this.name if hasattr(node.this, "name") else str(node.this)
-    if name == "DECIMAL":
-        params = [int(p.this.this) for p in node.expressions]
-        precision, scale = (params + [10, 0][len(params) :])[:2] if params else (10, 0)
-        return pa.decimal128(precision, scale)
-    found = _TYPE_NAMES.get(name)
-    if found is None:
-        raise UnsupportedExpressionError(
-            f"CAST to {node.sql('spark')} is not supported in {sql!r}", sql
-        )
-    return found
 
 
 def _literal_cast(self: _Evaluator, node: exp.Expression) -> Value:

@@ -1,0 +1,139 @@
+"""Spark SQL types and implicit coercions for :mod:`raydelta.protocol.expressions`.
+
+Invariants:
+- :func:`common_type` picks the type two or more operands are brought to,
+  following a subset of Spark's rules: integers widen, decimals with small
+  integers stay decimal, any other numeric mix is double; a string meets a
+  date or timestamp as that temporal type and a number as that number; a
+  zoned timestamp wins over a naive one (taken in UTC).
+- :func:`cast` differs from Arrow's cast where Spark's does: strings are
+  trimmed and read as dates (first 10 characters) or timestamps; naive and
+  zoned timestamps convert through UTC; doubles and decimals truncate toward
+  zero when cast to integers. A value that cannot be cast raises Arrow's
+  error, which the evaluator turns into ``InvalidExpressionError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from raydelta.protocol.errors import UnsupportedExpressionError
+
+# An array with one value per row, or a scalar standing for all rows.
+Value: TypeAlias = Any  # pa.Array | pa.Scalar (pyarrow ships no type stubs)
+
+
+def is_numeric(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
+
+
+def common_type(types: Sequence[pa.DataType]) -> pa.DataType:
+    """The type Spark would coerce these operand types to (a subset of its rules)."""
+    known = [t for t in types if not pa.types.is_null(t)]
+    if not known:
+        return pa.null()
+    first = known[0]
+    if all(t == first for t in known):
+        return first
+    if all(is_numeric(t) for t in known):
+        if all(pa.types.is_integer(t) for t in known):
+            return max(known, key=lambda t: t.bit_width)
+        if all(pa.types.is_integer(t) or pa.types.is_decimal(t) for t in known):
+            decimals = [t for t in known if pa.types.is_decimal(t)]
+            if len(decimals) == 1 and all(
+                not pa.types.is_integer(t) or t.bit_width <= 32 for t in known
+            ):
+                scale = decimals[0].scale
+                precision = max(decimals[0].precision, 10 + scale)
+                return pa.decimal128(min(precision, 38), scale)
+        return pa.float64()
+    timestamps = [t for t in known if pa.types.is_timestamp(t)]
+    if timestamps and all(
+        pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_string(t) for t in known
+    ):
+        zoned = [t for t in timestamps if t.tz is not None]
+        return pa.timestamp("us", tz="UTC") if zoned else pa.timestamp("us")
+    if all(pa.types.is_date(t) or pa.types.is_string(t) for t in known):
+        return pa.date32()
+    numeric = [t for t in known if is_numeric(t)]
+    if numeric and all(is_numeric(t) or pa.types.is_string(t) for t in known):
+        return common_type(numeric)
+    if all(pa.types.is_string(t) or pa.types.is_large_string(t) for t in known):
+        return pa.string()
+    if any(pa.types.is_string(t) for t in known):
+        return pa.string()
+    return first
+
+
+def cast(value: Value, target: pa.DataType) -> Value:
+    """``value`` as ``target`` with Spark's cast rules where Arrow's differ."""
+    if value.type == target:
+        return value
+    if isinstance(value, pa.Scalar):
+        return cast(pa.array([value.as_py()], type=value.type), target)[0]
+    source = value.type
+    if pa.types.is_timestamp(target) and pa.types.is_string(source):
+        naive = pc.utf8_trim(value, characters=" ").cast(pa.timestamp("us"))
+        return naive if target.tz is None else pc.assume_timezone(naive, target.tz)
+    if pa.types.is_timestamp(target) and pa.types.is_timestamp(source):
+        if source.tz is None and target.tz is not None:
+            return pc.assume_timezone(value.cast(pa.timestamp("us")), target.tz)
+        if source.tz is not None and target.tz is None:
+            return pc.local_timestamp(value).cast(target)
+    if pa.types.is_timestamp(target) and pa.types.is_date(source):
+        naive = value.cast(pa.timestamp("us"))
+        return naive if target.tz is None else pc.assume_timezone(naive, target.tz)
+    if pa.types.is_date(target) and pa.types.is_string(source):
+        return pc.utf8_slice_codeunits(pc.utf8_trim(value, characters=" "), start=0, stop=10).cast(
+            target
+        )
+    if pa.types.is_date(target) and pa.types.is_timestamp(source) and source.tz is not None:
+        return pc.local_timestamp(value).cast(target)
+    if pa.types.is_integer(target) and (
+        pa.types.is_floating(source) or pa.types.is_decimal(source)
+    ):
+        return pc.cast(
+            value,
+            options=pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True),
+        )
+    return value.cast(target)
+
+
+_TYPE_NAMES: dict[str, pa.DataType] = {
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "TEXT": pa.string(),
+    "VARCHAR": pa.string(),
+    "CHAR": pa.string(),
+    "BINARY": pa.binary(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMPLTZ": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMPNTZ": pa.timestamp("us"),
+    "DATETIME": pa.timestamp("us"),
+}
+
+
+def arrow_type(node: exp.DataType, sql: str) -> pa.DataType:
+    name = node.this.name if hasattr(node.this, "name") else str(node.this)
+    if name == "DECIMAL":
+        params = [int(p.this.this) for p in node.expressions]
+        precision, scale = (params + [10, 0][len(params) :])[:2] if params else (10, 0)
+        return pa.decimal128(precision, scale)
+    found = _TYPE_NAMES.get(name)
+    if found is None:
+        raise UnsupportedExpressionError(
+            f"CAST to {node.sql('spark')} is not supported in {sql!r}", sql
+        )
+    return found
