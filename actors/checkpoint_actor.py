@@ -79,12 +79,11 @@ from raydelta.protocol.checkpoint_plan import (
 )
 from raydelta.protocol.errors import RaydeltaError
 from raydelta.protocol.events import CommitPublished
-from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME
-from raydelta.protocol.last_checkpoint import parse_last_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_properties import COMPACTION_INTERVAL
 from raydelta.storage.checkpoint_sources import read_log_delta
 from raydelta.storage.log_compaction import write_log_compaction
+from raydelta.storage.log_reader import read_last_checkpoint
 from raydelta.storage.log_store import log_store_for
 
 logger = logging.getLogger(__name__)
@@ -276,10 +275,7 @@ class CheckpointActor:
     def _last_checkpoint_version(self) -> int | None:
         if self._last_version is None:
             store = log_store_for(self._uri, self._storage_options)
-            try:
-                info = parse_last_checkpoint(store.read(LAST_CHECKPOINT_NAME))
-            except FileNotFoundError:
-                info = None
+            info = read_last_checkpoint(store)
             listed = [f.require_version() for f in store.list_from(0) if f.is_checkpoint]
             versions = listed + ([info.version] if info is not None else [])
             self._last_version = max(versions) if versions else None

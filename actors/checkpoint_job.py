@@ -160,14 +160,12 @@ def command(args: argparse.Namespace, *, trigger: str = "job") -> int:
     (``trigger="job"``: job logs are where progress is watched). The
     ``raydelta`` CLI otherwise keeps stderr for the error line only.
     """
-    from raydelta.cli import resolve_uri
-
     progress = args.progress
     if progress is None:
         progress = trigger == "job" or sys.stderr.isatty()
 
     summary = run_checkpoint(
-        resolve_uri(args.uri),
+        args.uri,
         version=args.version,
         kind=args.kind,
         top_level=args.top_level,

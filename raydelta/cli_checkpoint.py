@@ -18,7 +18,9 @@ Handler = Callable[[argparse.Namespace], int]
 
 def _checkpoint(args: argparse.Namespace) -> int:
     from raydelta.actors.checkpoint_job import command
+    from raydelta.cli import resolve_uri
 
+    args.uri = resolve_uri(args.uri)
     return command(args, trigger="demand")
 
 

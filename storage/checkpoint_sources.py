@@ -70,11 +70,10 @@ from raydelta.protocol.checkpoint_schema import CheckpointLayout, assemble_rows,
 from raydelta.protocol.errors import VersionNotFoundError
 from raydelta.protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, FileKey, table_keys
 from raydelta.protocol.file_names import (
-    LAST_CHECKPOINT_NAME,
     LogFileKind,
     classic_checkpoint_name,
 )
-from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.log_segment import CheckpointRef, build_log_segment
 from raydelta.protocol.reconciliation import TableState, apply_commits
 from raydelta.storage.checkpoint_fingerprints import (
@@ -91,6 +90,7 @@ from raydelta.storage.log_reader import (
     CheckpointContents,
     _parquet_columns,
     read_commits,
+    read_last_checkpoint,
     read_rows_of_columns,
     sidecar_path,
 )
@@ -202,13 +202,6 @@ class LogDelta:
         return pc.unique(pa.concat_arrays([p.cast(pa.string()) for p in parts]))
 
 
-def _read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
-    try:
-        return parse_last_checkpoint(store.read(LAST_CHECKPOINT_NAME))
-    except FileNotFoundError:
-        return None
-
-
 def _parquet_has_rows(path: str, store: LogStore, column: str) -> bool:
     """Whether a parquet file has a non-null row in struct column ``column``."""
     with store.fs.open(path, "rb") as handle:
@@ -264,7 +257,7 @@ def read_log_delta(store: LogStore, version: int | None = None) -> LogDelta:
     """
     listing = store.list_from(0)
     segment = build_log_segment(
-        listing, target_version=version, last_checkpoint_hint=_read_last_checkpoint(store)
+        listing, target_version=version, last_checkpoint_hint=read_last_checkpoint(store)
     )
     base = TableState()
     previous: PreviousCheckpoint | None = None

@@ -69,13 +69,12 @@ from raydelta.protocol.file_names import (
 )
 from raydelta.protocol.last_checkpoint import (
     LastCheckpointInfo,
-    parse_last_checkpoint,
     serialize_last_checkpoint,
 )
 from raydelta.protocol.reconciliation import TableState
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import V2_CHECKPOINT
-from raydelta.storage.log_reader import read_parquet_actions, sidecar_path
+from raydelta.storage.log_reader import read_last_checkpoint, read_parquet_actions, sidecar_path
 from raydelta.storage.log_store import LogStore
 
 INLINE_MAX_SIDECARS = 100
@@ -141,10 +140,7 @@ def _modification_time(store: LogStore, name: str, fallback_ms: int | None) -> i
 
 def write_last_checkpoint(store: LogStore, info: LastCheckpointInfo) -> None:
     """Overwrite ``_last_checkpoint`` unless it already names a newer checkpoint."""
-    try:
-        current = parse_last_checkpoint(store.read(LAST_CHECKPOINT_NAME))
-    except FileNotFoundError:
-        current = None
+    current = read_last_checkpoint(store)
     if current is not None and current.version > info.version:
         return
     store.write(LAST_CHECKPOINT_NAME, serialize_last_checkpoint(info))

@@ -9,6 +9,8 @@ Invariants:
   ``checkpointMetadata``) have their sidecars read concurrently; a sidecar
   that is missing is a :class:`CorruptLogError`, never a silently smaller table.
 - A checkpoint yields the same :class:`TableState` whichever format holds it.
+- :func:`read_last_checkpoint` is the one reader of ``_last_checkpoint``: a
+  missing or corrupt file is no hint (None), never an error.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from raydelta.protocol.file_actions import (
     column_as_json,
     struct_column_to_table,
 )
-from raydelta.protocol.file_names import SIDECAR_DIR, LogFile
+from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, SIDECAR_DIR, LogFile
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
 from raydelta.storage.log_store import LogStore
 
@@ -44,6 +47,20 @@ ACTION_COLUMNS = (
 )
 NON_FILE_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "checkpointMetadata")
 _FILE_FIELDS = {"add": ADD_SCHEMA.names, "remove": REMOVE_SCHEMA.names}
+
+
+def read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
+    """The ``_last_checkpoint`` hint of the table, or None.
+
+    None when the file is missing, and when it is corrupt (not JSON, missing
+    fields, a failed checksum: :func:`parse_last_checkpoint` refuses it);
+    callers then find checkpoints by listing, as the spec allows.
+    """
+    try:
+        data = store.read(LAST_CHECKPOINT_NAME)
+    except FileNotFoundError:
+        return None
+    return parse_last_checkpoint(data)
 
 
 def _parquet_columns(schema: pa.Schema, wanted: Sequence[str]) -> list[str]:

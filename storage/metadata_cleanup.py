@@ -46,17 +46,15 @@ from raydelta.protocol.cleanup_rules import (
 )
 from raydelta.protocol.errors import CorruptLogError
 from raydelta.protocol.file_names import (
-    LAST_CHECKPOINT_NAME,
     SIDECAR_DIR,
     STAGED_COMMITS_DIR,
     LogFile,
     LogFileKind,
 )
-from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from raydelta.protocol.log_segment import CheckpointRef
 from raydelta.protocol.table_features import CHECKPOINT_PROTECTION
 from raydelta.storage.checkpoint_writer import read_checkpoint_sidecars, write_v2_checkpoint
-from raydelta.storage.log_reader import read_parquet_actions, sidecar_path
+from raydelta.storage.log_reader import read_last_checkpoint, read_parquet_actions, sidecar_path
 from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.snapshot import (
     commit_timestamps,
@@ -107,13 +105,6 @@ class MetadataCleanupReport(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
-
-
-def _read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
-    try:
-        return parse_last_checkpoint(store.read(LAST_CHECKPOINT_NAME))
-    except FileNotFoundError:
-        return None
 
 
 def _list_log(store: LogStore) -> list[LogFile]:
@@ -261,7 +252,7 @@ def cleanup_metadata(
     plan = plan_log_cleanup(
         listing,
         cutoff_version=cutoff_commit_version(stamps, cutoff),
-        last_checkpoint=_read_last_checkpoint(store),
+        last_checkpoint=read_last_checkpoint(store),
         checkpoint_protection_before=protection,
     )
     base.update(

@@ -41,8 +41,8 @@ from raydelta.protocol.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, LogFile, LogFileKind
-from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.file_names import LogFile, LogFileKind
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.log_segment import LogSegment, build_log_segment
 from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
 from raydelta.protocol.schema import StructType
@@ -53,6 +53,7 @@ from raydelta.storage.log_reader import (
     checkpoint_state,
     first_commit_info,
     read_commits,
+    read_last_checkpoint,
 )
 from raydelta.storage.log_store import LogStore, log_store_for
 
@@ -150,13 +151,6 @@ class Snapshot:
             for k, v in rows
         )
         return f"<table>{body}</table>"
-
-
-def _read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
-    try:
-        return parse_last_checkpoint(store.read(LAST_CHECKPOINT_NAME))
-    except FileNotFoundError:
-        return None
 
 
 def _commit_file(segment: LogSegment, listing: list[LogFile], version: int) -> LogFile | None:
@@ -266,7 +260,7 @@ def load_table_head(
 
 def load_head_from_store(uri: str, store: LogStore, *, version: int | None = None) -> TableHead:
     listing = _listing(uri, store)
-    return _load_head(uri, store, listing, _read_last_checkpoint(store), version)
+    return _load_head(uri, store, listing, read_last_checkpoint(store), version)
 
 
 def _listing(uri: str, store: LogStore) -> list[LogFile]:
@@ -342,7 +336,7 @@ def load_snapshot_from_store(
     timestamp: int | float | str | datetime | None = None,
 ) -> Snapshot:
     listing = _listing(uri, store)
-    hint = _read_last_checkpoint(store)
+    hint = read_last_checkpoint(store)
     if timestamp is not None:
         config = _load_head(uri, store, listing, hint, None).table_configuration
         version = version_at_timestamp(

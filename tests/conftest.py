@@ -25,6 +25,13 @@ GOLDEN_ROOT = Path(__file__).resolve().parent / "data" / "delta-spark-golden"
 os.environ["RAYDELTA_GOLDEN"] = str(GOLDEN_ROOT)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Several test modules build their parameters from the golden tables at
+    # import time: without them they would collect nothing, silently.
+    if not (GOLDEN_ROOT / "checkpoint" / "_delta_log").is_dir():
+        raise pytest.UsageError(f"golden tables missing from the repository: {GOLDEN_ROOT}")
+
+
 class _OldTopLevelNames(importlib.abc.MetaPathFinder):
     """``protocol``, ``storage`` and ``actors`` are folders of this repository,
     installed only as ``raydelta.protocol``/``.storage``/``.actors``. pytest puts

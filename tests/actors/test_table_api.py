@@ -46,7 +46,8 @@ from raydelta.protocol.errors import (
 from raydelta.protocol.events import CommitRequest, ReadSet
 from raydelta.protocol.schema import parse_schema, serialize_schema
 from raydelta.protocol.table_features import supported_features, upgrade_protocol
-from raydelta.storage.history import create_table, load_history, open_table
+from raydelta.actors.client import create_table, open_table
+from raydelta.storage.history import load_history
 from raydelta.storage.snapshot import load_snapshot
 
 NewTable = Callable[..., tuple[str, TableClient]]

@@ -8,7 +8,7 @@ list and the directory tree agree, so a table can neither be forgotten nor
 skipped silently.
 
 Sources of the expectations (no expected value here is invented):
-- ``/work/shared/conformance/README.md`` (delta-spark's own tests, restated);
+- ``tests/data/delta-spark-golden/README.md`` (delta-spark's own tests, restated);
 - delta-spark's generator (``GoldenTables.scala``) and reader suites
   (standalone ``DeltaLogSuite`` / ``DeltaTimeTravelSuite``, kernel
   ``LogReplaySuite``), read through the search tools, for the tables the

@@ -18,7 +18,7 @@ every earlier version (time travel by version):
    test checks deltalake still refuses it.
 3. ``raydelta.cli.snapshot_document`` describes the same snapshot.
 
-Table-specific expectations (``/work/shared/conformance/README.md`` and
+Table-specific expectations (``tests/data/delta-spark-golden/README.md`` and
 delta-spark's suites) are separate ``test_golden_check`` cases, so a known
 raydelta bug can be ``xfail(strict=True)`` on exactly the check it breaks.
 Some checks write: they always work on a copy (``golden_copy``).

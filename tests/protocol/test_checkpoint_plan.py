@@ -102,7 +102,7 @@ def test_shards_are_the_same_in_another_process(tmp_path: Path) -> None:
     here = shard_of(pa.array(keys), 17).to_pylist()
     script = (
         "import json, sys, pyarrow as pa\n"
-        "from protocol.checkpoint_plan import shard_of\n"
+        "from raydelta.protocol.checkpoint_plan import shard_of\n"
         "keys = json.loads(sys.stdin.read())\n"
         "print(json.dumps(shard_of(pa.array(keys), 17).to_pylist()))\n"
     )

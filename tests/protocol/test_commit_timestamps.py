@@ -20,7 +20,7 @@ from raydelta.protocol.commit_timestamps import (
 )
 from raydelta.protocol.errors import CorruptLogError, InvalidTableError, VersionNotFoundError
 
-GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 
 
 def mtime(version: int, ts: int) -> CommitTimestamp:

@@ -31,7 +31,7 @@ from raydelta.protocol.deletion_vectors import (
 )
 from raydelta.protocol.errors import ChecksumMismatchError, DeletionVectorError
 
-GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 DV_TABLES = ["log-replay-dv-key-cases", "dv-partitioned-with-checkpoint", "dv-with-columnmapping"]
 
 # PROTOCOL.md, "Deletion Vector Descriptor Schema" JSON examples 1-3.

@@ -28,7 +28,7 @@ from raydelta.protocol.file_names import (
     uuid_checkpoint_name,
 )
 
-GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 UUID_A = "80a083e8-7026-4e79-81be-64bd76c43a11"
 UUID_B = "3a0d65cd-4056-49b8-937b-95f9e3ee90e5"
 

@@ -20,7 +20,7 @@ from raydelta.protocol.last_checkpoint import (
     serialize_last_checkpoint,
 )
 
-GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 
 # The spec's test vector (PROTOCOL.md, "JSON checksum"), verbatim.
 SPEC_JSON = (

@@ -32,7 +32,7 @@ from raydelta.protocol.file_names import (
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from raydelta.protocol.log_segment import LogSegment, build_log_segment, latest_commit_version
 
-GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 U1 = "016ae953-37a9-438e-8683-9a9a4a79a395"
 U2 = "7d17ac10-5cc3-401b-bd1a-9c82dd2ea032"
 U3 = "b91807ba-fe18-488c-a15e-c4807dbd2174"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import struct
 from decimal import Decimal
 from pathlib import Path
@@ -52,7 +51,7 @@ from raydelta.protocol.schema import (
     parse_schema,
 )
 
-GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 UTC = dt.UTC
 
 

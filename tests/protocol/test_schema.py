@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ from raydelta.protocol.schema import (
     walk_fields,
 )
 
-GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 
 
 def _golden_schema_strings() -> list[tuple[str, str, dict[str, str]]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -43,7 +42,7 @@ from raydelta.protocol.statistics import (
     stats_to_arrow,
 )
 
-GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 UTC = dt.UTC
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from raydelta.protocol.errors import (
 from raydelta.protocol.schema import DATE, STRING, ColumnMappingMode
 from raydelta.protocol.table_configuration import TableConfiguration, parse_interval_ms
 
-GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 DAY_MS = 24 * 3600 * 1000
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -36,7 +35,7 @@ from raydelta.protocol.table_features import (
     validate_protocol,
 )
 
-GOLDEN = Path(os.environ.get("RAYDELTA_GOLDEN", "/work/shared/conformance/delta-spark-golden"))
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 INVALID_VERSION_TABLE = "deltalog-invalid-protocol-version"
 
 

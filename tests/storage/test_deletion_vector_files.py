@@ -25,7 +25,7 @@ from raydelta.storage.deletion_vector_files import (
     write_deletion_vector_file,
 )
 
-GOLDEN = Path("/work/shared/conformance/delta-spark-golden")
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 DV_TABLES = ["log-replay-dv-key-cases", "dv-partitioned-with-checkpoint", "dv-with-columnmapping"]
 
 
