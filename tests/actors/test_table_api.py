@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.client import TableClient
+from raydelta.actors.client import TableClient, create_table, open_table
 from raydelta.protocol.actions import (
     Action,
     AddFile,
@@ -46,7 +46,6 @@ from raydelta.protocol.errors import (
 from raydelta.protocol.events import CommitRequest, ReadSet
 from raydelta.protocol.schema import parse_schema, serialize_schema
 from raydelta.protocol.table_features import supported_features, upgrade_protocol
-from raydelta.actors.client import create_table, open_table
 from raydelta.storage.history import load_history
 from raydelta.storage.snapshot import load_snapshot
 
