@@ -46,15 +46,8 @@ from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME
 from raydelta.protocol.last_checkpoint import parse_last_checkpoint
 from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.metadata_cleanup import MetadataCleanupReport, cleanup_metadata
-from raydelta.storage.vacuum import (
-    DirectoryListing,
-    Lister,
-    VacuumPlan,
-    VacuumReport,
-    list_top_level,
-    list_tree,
-    vacuum,
-)
+from raydelta.storage.vacuum import VacuumPlan, VacuumReport, vacuum
+from raydelta.storage.vacuum_listing import DirectoryListing, Lister, list_top_level, list_tree
 
 PARALLEL_LISTING_MIN_FILES = 50_000
 """Tables with at least this many files (live + tombstones) are listed by Ray tasks."""

@@ -27,8 +27,9 @@ Invariants:
   :class:`RetentionTooShortError` unless ``force``.
 - ``dry_run`` deletes nothing and returns the same list a real run would
   delete. ``after_delete(path)`` is called after each deletion.
-- Listing is pluggable (:data:`Lister`): the CleanupActor fans
-  :func:`list_tree` out over Ray tasks, one batch of top-level prefixes each.
+- Listing is pluggable (:data:`~raydelta.storage.vacuum_listing.Lister`):
+  the CleanupActor fans
+  :func:`~raydelta.storage.vacuum_listing.list_tree` out over Ray tasks.
 """
 
 from __future__ import annotations
@@ -38,12 +39,11 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,13 +53,18 @@ from raydelta.protocol.cleanup_rules import (
     TableRoot,
     check_vacuum_retention,
     dv_file_path,
-    is_hidden_name,
     is_hidden_path,
     resolve_path,
     vacuum_cutoff_timestamp,
 )
-from raydelta.storage.log_store import LogStore, log_store_for, mtime_ms
+from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
+from raydelta.storage.vacuum_listing import (
+    LISTING_SCHEMA,
+    DirectoryListing,
+    Lister,
+    list_sequential,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +73,6 @@ AfterDelete = Callable[[str], None]
 Progress = Callable[[str, int, int], None]
 MAX_WARNINGS_LOGGED = 20
 
-LISTING_SCHEMA = pa.schema(
-    [
-        pa.field("path", pa.string()),
-        pa.field("size", pa.int64()),
-        pa.field("modification_time", pa.int64()),
-    ]
-)
 
 # Paths that need the full resolver: escapes, URIs, absolute, dot segments, empty segments.
 _NEEDS_RESOLVING = r"[%:\\]|^/|(^|/)\.\.?(/|$)|//"
@@ -129,196 +127,6 @@ class VacuumReport(BaseModel):
 
 
 # --- listing -------------------------------------------------------------------------------
-
-
-@dataclass
-class DirectoryListing:
-    """Unprotected files under some prefixes, and the directories seen.
-
-    ``dirs`` holds ``(path, modification_time_ms, entries_kept)`` where
-    ``entries_kept`` counts entries the listing skipped that stay in the
-    directory whatever VACUUM decides (hidden names, symlinks, protected files).
-    """
-
-    files: pa.Table = field(default_factory=LISTING_SCHEMA.empty_table)
-    dirs: list[tuple[str, int, int]] = field(default_factory=list)
-    num_seen: int = 0
-    symlinks: list[str] = field(default_factory=list)
-
-    @staticmethod
-    def merge(parts: Iterable[DirectoryListing]) -> DirectoryListing:
-        parts = list(parts)
-        if not parts:
-            return DirectoryListing()
-        return DirectoryListing(
-            files=pa.concat_tables([p.files for p in parts]),
-            dirs=[d for p in parts for d in p.dirs],
-            num_seen=sum(p.num_seen for p in parts),
-            symlinks=[s for p in parts for s in p.symlinks],
-        )
-
-
-Lister = Callable[[LogStore, frozenset[str], Collection[str]], DirectoryListing]
-"""``lister(store, partition_columns, protected)`` lists the whole table."""
-
-
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}/{name}" if prefix else name
-
-
-def _list_local(
-    root: str,
-    prefix: str,
-    partition_columns: frozenset[str],
-    protected: Collection[str],
-    *,
-    recursive: bool,
-) -> tuple[DirectoryListing, list[str]]:
-    paths: list[str] = []
-    sizes: list[int] = []
-    mtimes: list[int] = []
-    listing = DirectoryListing()
-    subdirs: list[str] = []
-    stack = [prefix]
-    while stack:
-        relative = stack.pop()
-        kept = 0
-        try:
-            entries = list(os.scandir(os.path.join(root, relative) if relative else root))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        base = relative + "/" if relative else ""
-        for entry in entries:
-            name = entry.name
-            if entry.is_file(follow_symlinks=False):
-                if name[0] in "_.":  # a hidden file
-                    kept += 1
-                    continue
-                listing.num_seen += 1
-                path = base + name
-                if path in protected:
-                    kept += 1
-                    continue
-                info = entry.stat(follow_symlinks=False)
-                paths.append(path)
-                sizes.append(info.st_size)
-                mtimes.append(info.st_mtime_ns // 1_000_000)
-            elif entry.is_dir(follow_symlinks=False):
-                if is_hidden_name(name, partition_columns, is_dir=True):
-                    kept += 1
-                elif recursive:
-                    stack.append(base + name)
-                else:
-                    subdirs.append(base + name)
-                    kept += 1
-            else:  # a symlink (never followed, never deleted) or a special file
-                if entry.is_symlink():
-                    listing.symlinks.append(base + name)
-                kept += 1
-        if relative:
-            mtime = os.stat(os.path.join(root, relative), follow_symlinks=False).st_mtime_ns
-            listing.dirs.append((relative, mtime // 1_000_000, kept))
-    listing.files = pa.table(
-        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
-        schema=LISTING_SCHEMA,
-    )
-    return listing, subdirs
-
-
-def _list_fsspec(
-    fs: fsspec.AbstractFileSystem,
-    root: str,
-    prefix: str,
-    partition_columns: frozenset[str],
-    protected: Collection[str],
-    *,
-    recursive: bool,
-) -> tuple[DirectoryListing, list[str]]:
-    paths: list[str] = []
-    sizes: list[int] = []
-    mtimes: list[int] = []
-    listing = DirectoryListing()
-    subdirs: list[str] = []
-    stack = [prefix]
-    while stack:
-        relative = stack.pop()
-        directory = f"{root}/{relative}" if relative else root
-        try:
-            entries: list[dict[str, Any]] = fs.ls(directory, detail=True)
-        except FileNotFoundError:
-            continue
-        kept = 0
-        for info in entries:
-            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
-            path = _join(relative, name)
-            if info.get("islink"):
-                listing.symlinks.append(path)
-                kept += 1
-            elif info.get("type") == "directory":
-                if is_hidden_name(name, partition_columns, is_dir=True):
-                    kept += 1
-                elif recursive:
-                    stack.append(path)
-                else:
-                    subdirs.append(path)
-                    kept += 1
-            elif is_hidden_name(name, partition_columns, is_dir=False):
-                kept += 1
-            else:
-                listing.num_seen += 1
-                if path in protected:
-                    kept += 1
-                    continue
-                paths.append(path)
-                sizes.append(int(info.get("size") or 0))
-                mtimes.append(mtime_ms(info))
-        if relative:
-            listing.dirs.append((relative, 0, kept))  # object stores: no directory times
-    listing.files = pa.table(
-        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
-        schema=LISTING_SCHEMA,
-    )
-    return listing, subdirs
-
-
-def list_tree(
-    store: LogStore,
-    prefixes: Sequence[str],
-    partition_columns: frozenset[str],
-    protected: Collection[str],
-) -> DirectoryListing:
-    """Unprotected, non-hidden files under each root-relative directory in ``prefixes``
-    (``""`` is the whole table), recursively."""
-    parts = []
-    for prefix in prefixes:
-        if store.on_local_disk:
-            part, _ = _list_local(
-                store.table_root, prefix, partition_columns, protected, recursive=True
-            )
-        else:
-            part, _ = _list_fsspec(
-                store.fs, store.table_root, prefix, partition_columns, protected, recursive=True
-            )
-        parts.append(part)
-    return DirectoryListing.merge(parts)
-
-
-def list_top_level(
-    store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
-) -> tuple[DirectoryListing, list[str]]:
-    """The files directly under the root, and its non-hidden subdirectories."""
-    if store.on_local_disk:
-        return _list_local(store.table_root, "", partition_columns, protected, recursive=False)
-    return _list_fsspec(
-        store.fs, store.table_root, "", partition_columns, protected, recursive=False
-    )
-
-
-def list_sequential(
-    store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
-) -> DirectoryListing:
-    """The default :data:`Lister`: one process walks the whole tree."""
-    return list_tree(store, [""], partition_columns, protected)
 
 
 # --- what the log protects ------------------------------------------------------------------

@@ -28,7 +28,7 @@ from raydelta.storage.checkpoint_writer import write_checkpoint
 from raydelta.storage.history import load_history
 from raydelta.storage.log_store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
-from raydelta.storage.vacuum import list_sequential
+from raydelta.storage.vacuum_listing import list_sequential
 
 deltalake = pytest.importorskip("deltalake")
 

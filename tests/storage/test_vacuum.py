@@ -24,12 +24,12 @@ from raydelta.protocol.errors import RetentionTooShortError, UnsupportedTableFea
 from raydelta.protocol.file_names import commit_name
 from raydelta.storage.log_store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
-from raydelta.storage.vacuum import (
+from raydelta.storage.vacuum import vacuum
+from raydelta.storage.vacuum_listing import (
     DirectoryListing,
     list_sequential,
     list_top_level,
     list_tree,
-    vacuum,
 )
 
 deltalake = pytest.importorskip("deltalake")
