@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from raydelta.protocol.actions import Metadata, Protocol
 from raydelta.protocol.errors import InvalidTableError, SchemaError
+from raydelta.protocol.feature_activation import active_features
 from raydelta.protocol.schema import (
     COLUMN_MAPPING_ID_KEY,
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
@@ -57,10 +58,8 @@ from raydelta.protocol.table_features import (
     IN_COMMIT_TIMESTAMPS,
     ROW_TRACKING,
     V2_CHECKPOINT,
-    active_features,
     ensure_readable,
     ensure_writable,
-    parse_bool_property,
     supported_features,
     validate_protocol,
 )
@@ -91,6 +90,7 @@ from raydelta.protocol.table_properties import (
     SET_TRANSACTION_RETENTION_DURATION,
     WRITE_STATS_AS_JSON,
     WRITE_STATS_AS_STRUCT,
+    parse_bool_property,
 )
 
 CheckpointPolicy = Literal["classic", "v2"]

@@ -4,7 +4,8 @@ PROTOCOL.md, "Protocol Evolution", "Table Features", "Valid Feature Names in
 Table Features", "Writer/Reader Version Requirements". A feature is
 *supported* when the protocol lists it (or, below writer version 7, when the
 legacy versions imply it) and *active* when it is supported and its metadata
-requirement holds (e.g. ``appendOnly`` + ``delta.appendOnly=true``).
+requirement holds (e.g. ``appendOnly`` + ``delta.appendOnly=true``;
+:mod:`raydelta.protocol.feature_activation`).
 
 Invariants:
 - Unknown feature names are data, never dropped: they are reported as
@@ -37,34 +38,14 @@ feature below).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from raydelta.protocol.actions import Metadata, Protocol
+from raydelta.protocol.actions import Protocol
 from raydelta.protocol.errors import (
     InvalidProtocolError,
     InvalidProtocolVersionException,
-    InvalidTableError,
     UnsupportedTableFeatureException,
-)
-from raydelta.protocol.schema import (
-    ColumnMappingMode,
-    StructType,
-    column_mapping_mode_from,
-    parse_schema,
-    walk_fields,
-)
-from raydelta.protocol.table_properties import (
-    COLUMN_MAPPING_MODE,
-    CONSTRAINTS_PREFIX,
-    ENABLE_CHANGE_DATA_FEED,
-    ENABLE_DELETION_VECTORS,
-    ENABLE_ICEBERG_COMPAT_V1,
-    ENABLE_ICEBERG_COMPAT_V2,
-    ENABLE_ICEBERG_COMPAT_V3,
-    ENABLE_IN_COMMIT_TIMESTAMPS,
-    ENABLE_ROW_TRACKING,
-    IS_APPEND_ONLY,
 )
 
 MIN_VERSION = 1
@@ -339,102 +320,6 @@ def features_required_to_read(protocol: Protocol) -> frozenset[str]:
 
 def is_feature_supported(protocol: Protocol, name: str) -> bool:
     return name in supported_features(protocol)
-
-
-# --- activation -------------------------------------------------------------------
-
-
-def parse_bool_property(configuration: Mapping[str, str], key: str, default: bool) -> bool:
-    """A boolean table property (``true``/``false``, any case); absent → ``default``."""
-    value = configuration.get(key)
-    if value is None:
-        return default
-    text = value.strip().lower()
-    if text == "true":
-        return True
-    if text == "false":
-        return False
-    raise InvalidTableError(f"table property {key} must be true or false, got {value!r}")
-
-
-def _schema_metadata_has(schema: StructType, predicate: Callable[[str], bool]) -> bool:
-    return any(predicate(key) for _, f in walk_fields(schema) for key in f.metadata)
-
-
-ActivationRule = Callable[[Mapping[str, str], Callable[[], StructType]], bool]
-"""Whether a supported feature is active, from the configuration and (lazily) the schema."""
-
-
-def _property_rule(key: str) -> ActivationRule:
-    return lambda configuration, _schema: parse_bool_property(configuration, key, False)
-
-
-def _column_metadata_rule(predicate: Callable[[str], bool]) -> ActivationRule:
-    return lambda _configuration, schema: _schema_metadata_has(schema(), predicate)
-
-
-def _column_mapping_rule(configuration: Mapping[str, str], _schema: object) -> bool:
-    mode = column_mapping_mode_from(configuration.get(COLUMN_MAPPING_MODE))
-    return mode is not ColumnMappingMode.NONE
-
-
-def _check_constraints_rule(configuration: Mapping[str, str], _schema: object) -> bool:
-    return any(key.startswith(CONSTRAINTS_PREFIX) for key in configuration)
-
-
-# Features absent from this table are active as soon as they are supported.
-_ACTIVATION_RULES: dict[str, ActivationRule] = {
-    APPEND_ONLY: _property_rule(IS_APPEND_ONLY),
-    CHANGE_DATA_FEED: _property_rule(ENABLE_CHANGE_DATA_FEED),
-    DELETION_VECTORS: _property_rule(ENABLE_DELETION_VECTORS),
-    ROW_TRACKING: _property_rule(ENABLE_ROW_TRACKING),
-    IN_COMMIT_TIMESTAMPS: _property_rule(ENABLE_IN_COMMIT_TIMESTAMPS),
-    ICEBERG_COMPAT_V1: _property_rule(ENABLE_ICEBERG_COMPAT_V1),
-    ICEBERG_COMPAT_V2: _property_rule(ENABLE_ICEBERG_COMPAT_V2),
-    ICEBERG_COMPAT_V3: _property_rule(ENABLE_ICEBERG_COMPAT_V3),
-    COLUMN_MAPPING: _column_mapping_rule,
-    CHECK_CONSTRAINTS: _check_constraints_rule,
-    INVARIANTS: _column_metadata_rule(lambda key: key == "delta.invariants"),
-    GENERATED_COLUMNS: _column_metadata_rule(lambda key: key == "delta.generationExpression"),
-    ALLOW_COLUMN_DEFAULTS: _column_metadata_rule(lambda key: key == "CURRENT_DEFAULT"),
-    IDENTITY_COLUMNS: _column_metadata_rule(lambda key: key.startswith("delta.identity.")),
-}
-
-
-def _activation(name: str) -> ActivationRule | None:
-    known = feature(name)
-    return _ACTIVATION_RULES.get(known.name if known else name)
-
-
-def active_features(protocol: Protocol, metadata: Metadata) -> frozenset[str]:
-    """The supported features whose metadata requirements hold.
-
-    Features whose rules are table properties (``delta.appendOnly``,
-    ``delta.enableDeletionVectors``, ``delta.enableRowTracking``,
-    ``delta.enableInCommitTimestamps``, ``delta.enableChangeDataFeed``,
-    ``delta.enableIcebergCompatV*``, ``delta.columnMapping.mode``) or column
-    metadata (invariants, generation expressions, defaults, identity) or
-    ``delta.constraints.*`` are active only when those are present; every
-    other supported feature (including unknown ones) is active.
-    """
-    schema_cache: list[StructType] = []
-
-    def schema() -> StructType:
-        if not schema_cache:
-            text = metadata.schema_string
-            schema_cache.append(StructType() if text is None else parse_schema(text))
-        return schema_cache[0]
-
-    active: set[str] = set()
-    for name in supported_features(protocol):
-        rule = _activation(name)
-        if rule is None or rule(metadata.configuration, schema):
-            active.add(name)
-    return frozenset(active)
-
-
-def is_feature_active(protocol: Protocol, metadata: Metadata, name: str) -> bool:
-    return name in active_features(protocol, metadata)
 
 
 # --- validation and gates -------------------------------------------------------------

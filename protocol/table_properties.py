@@ -7,8 +7,10 @@ to the values goes through
 :class:`raydelta.protocol.table_configuration.TableConfiguration`.
 
 Invariants:
-- Pure constants: this module imports nothing of raydelta, so every other
-  module (protocol, storage, actors, the face) may import it.
+- Constants and two readers of raw boolean values (:func:`is_true`,
+  lenient; :func:`parse_bool_property`, strict); it imports only the error
+  hierarchy, so every other module (protocol, storage, actors, the face)
+  may import it.
 - Keys are spelled exactly as the Delta protocol (and delta-spark) spell
   them; the defaults are the spec's (or delta-spark's, where the spec is
   silent). Durations are Spark interval strings, parsed by
@@ -19,6 +21,10 @@ Invariants:
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+from raydelta.protocol.errors import InvalidTableError
 
 # --- checkpoints ---------------------------------------------------------------------------
 
@@ -80,6 +86,18 @@ DEFAULT_ISOLATION_LEVEL = "WriteSerializable"
 def is_true(value: str | None) -> bool:
     """Whether a boolean property's raw value reads ``true`` (lenient: any case,
     surrounding blanks; anything else, or absent, is false). Strict parsing
-    that refuses malformed values is
-    :func:`raydelta.protocol.table_features.parse_bool_property`."""
+    that refuses malformed values is :func:`parse_bool_property`."""
     return value is not None and value.strip().lower() == "true"
+
+
+def parse_bool_property(configuration: Mapping[str, str], key: str, default: bool) -> bool:
+    """A boolean table property (``true``/``false``, any case); absent → ``default``."""
+    value = configuration.get(key)
+    if value is None:
+        return default
+    text = value.strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise InvalidTableError(f"table property {key} must be true or false, got {value!r}")

@@ -17,6 +17,7 @@ from raydelta.protocol.errors import (
     InvalidTableError,
     UnsupportedTableFeatureException,
 )
+from raydelta.protocol.feature_activation import active_features
 from raydelta.protocol.table_features import (
     CATALOGUE,
     MAX_READER_VERSION,
@@ -24,7 +25,6 @@ from raydelta.protocol.table_features import (
     READER_FEATURES_IMPLEMENTED,
     WRITER_FEATURES_IMPLEMENTED,
     FeatureKind,
-    active_features,
     ensure_readable,
     ensure_writable,
     feature,
