@@ -51,7 +51,7 @@ order, and the first conflict raises:
    read" when the transaction read the whole table, or read anything from
    an unpartitioned table, or recorded files read without predicates (its
    selection is unknown), or when one of its partition predicates may match
-   the file's partition values (:func:`raydelta.protocol.predicates.matches`,
+   the file's partition values (:func:`raydelta.protocol.predicate_evaluation.matches`,
    conservative for non-partition columns). delta-spark also counts
    ``dataChange=false`` adds of non-blind winners; raydelta does not: such
    adds only rearrange rows the same commit removes, and the removal is
@@ -108,7 +108,7 @@ from raydelta.protocol.errors import (
     ProtocolChangedException,
 )
 from raydelta.protocol.events import IsolationLevel, ReadSet
-from raydelta.protocol.predicates import matches
+from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN
 from raydelta.protocol.schema import (
     COLUMN_MAPPING_ID_KEY,

@@ -39,7 +39,8 @@ from raydelta.protocol.errors import (
     TableNotFoundError,
 )
 from raydelta.protocol.events import CommitCommitted
-from raydelta.protocol.predicates import Predicate, matches
+from raydelta.protocol.predicate_evaluation import matches
+from raydelta.protocol.predicates import Predicate
 from raydelta.protocol.schema import physical_name
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.history import HistoryEntry, load_history

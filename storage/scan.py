@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from raydelta.protocol.errors import InvalidArgumentError, InvalidPredicateError
 from raydelta.protocol.expressions import evaluate, parse_expression
 from raydelta.protocol.partition_values import parse_partition_value
+from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.predicates import (
     AlwaysTrue,
     And,
@@ -34,7 +35,6 @@ from raydelta.protocol.predicates import (
     Not,
     Or,
     Predicate,
-    matches,
     parse_predicate,
 )
 from raydelta.protocol.schema import (

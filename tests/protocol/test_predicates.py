@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from raydelta.protocol.errors import InvalidPredicateError
+from raydelta.protocol.predicate_evaluation import evaluate, matches
 from raydelta.protocol.predicates import (
     AlwaysTrue,
     And,
@@ -22,9 +23,7 @@ from raydelta.protocol.predicates import (
     Or,
     Predicate,
     col,
-    evaluate,
     from_partition_values,
-    matches,
     parse_predicate,
     quote_identifier,
     references,
