@@ -69,9 +69,9 @@ from raydelta.protocol.schema import (
     ColumnMappingMode,
     assign_column_mapping,
     column_mapping_mode_from,
-    from_arrow,
     serialize_schema,
 )
+from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.table_features import upgrade_protocol
 from raydelta.protocol.table_properties import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
 from raydelta.storage.snapshot import Snapshot, load_snapshot

@@ -44,14 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raydelta.protocol.errors import CorruptLogError, SchemaError
-from raydelta.protocol.schema import (
-    DataType,
-    DecimalType,
-    PrimitiveType,
-    StructType,
-    data_type_to_arrow,
-    physical_name,
-)
+from raydelta.protocol.schema import DataType, DecimalType, PrimitiveType, StructType, physical_name
+from raydelta.protocol.schema_arrow import data_type_to_arrow
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 

@@ -29,15 +29,8 @@ from collections.abc import Collection
 import pyarrow as pa
 
 from raydelta.protocol.errors import SchemaError, SchemaMismatchError
-from raydelta.protocol.schema import (
-    ArrayType,
-    DataType,
-    MapType,
-    StructField,
-    StructType,
-    from_arrow,
-    to_arrow,
-)
+from raydelta.protocol.schema import ArrayType, DataType, MapType, StructField, StructType
+from raydelta.protocol.schema_arrow import from_arrow, to_arrow
 
 _INT_ORDER = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
 

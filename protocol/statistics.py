@@ -49,8 +49,8 @@ from raydelta.protocol.schema import (
     PrimitiveType,
     StructField,
     StructType,
-    data_type_to_arrow,
 )
+from raydelta.protocol.schema_arrow import data_type_to_arrow
 
 NUM_RECORDS = "numRecords"
 MIN_VALUES = "minValues"

@@ -44,9 +44,9 @@ from raydelta.protocol.schema import (
     column_mapping_mode_from,
     parse_schema,
     physical_name,
-    to_arrow,
     walk_fields,
 )
+from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.statistics import stats_schema
 from raydelta.protocol.table_features import (
     APPEND_ONLY,

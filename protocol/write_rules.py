@@ -61,8 +61,8 @@ from raydelta.protocol.schema import (
     StructField,
     StructType,
     contains_type,
-    to_arrow,
 )
+from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.schema_enforcement import writer_arrow_schema
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import (

@@ -38,15 +38,14 @@ from raydelta.protocol.partition_values import (
     serialize_partition_value,
 )
 from raydelta.protocol.schema import (
-    PARQUET_FIELD_ID_KEY,
     ColumnMappingMode,
     StructField,
     StructType,
     column_id,
     column_mapping_mode_from,
     physical_name,
-    to_arrow,
 )
+from raydelta.protocol.schema_arrow import PARQUET_FIELD_ID_KEY, to_arrow
 from raydelta.protocol.schema_enforcement import writer_arrow_schema
 from raydelta.protocol.stats_collection import StatsSpec, collect_statistics
 from raydelta.storage.deletion_vector_files import read_deletion_vector

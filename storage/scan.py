@@ -37,15 +37,8 @@ from raydelta.protocol.predicates import (
     Predicate,
     parse_predicate,
 )
-from raydelta.protocol.schema import (
-    DataType,
-    PrimitiveType,
-    StructField,
-    StructType,
-    data_type_to_arrow,
-    physical_name,
-    to_arrow,
-)
+from raydelta.protocol.schema import DataType, PrimitiveType, StructField, StructType, physical_name
+from raydelta.protocol.schema_arrow import data_type_to_arrow, to_arrow
 from raydelta.protocol.statistics import FileStatistics, parse_stats
 from raydelta.storage.data_files import read_logical_file
 

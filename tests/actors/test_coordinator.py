@@ -45,7 +45,8 @@ from raydelta.protocol.events import (
     ReadSet,
 )
 from raydelta.protocol.file_names import commit_name
-from raydelta.protocol.schema import from_arrow, serialize_schema
+from raydelta.protocol.schema import serialize_schema
+from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.table_features import upgrade_protocol
 from raydelta.storage.snapshot import load_snapshot
 

@@ -40,16 +40,14 @@ from raydelta.protocol.schema import (
     assign_column_mapping,
     column_id,
     contains_type,
-    data_type_from_arrow,
-    from_arrow,
     max_column_id,
     parse_schema,
     physical_name,
     serialize_schema,
-    to_arrow,
     to_physical,
     walk_fields,
 )
+from raydelta.protocol.schema_arrow import data_type_from_arrow, from_arrow, to_arrow
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 

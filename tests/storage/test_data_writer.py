@@ -34,11 +34,8 @@ from raydelta.protocol.errors import (
     UnsupportedTableFeatureException,
 )
 from raydelta.protocol.file_names import commit_name
-from raydelta.protocol.schema import (
-    from_arrow,
-    parse_schema,
-    serialize_schema,
-)
+from raydelta.protocol.schema import parse_schema, serialize_schema
+from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.stats_collection import truncate_max
 from raydelta.storage.data_writer import WriteResult, check_writable, write_data
 from raydelta.storage.log_store import log_store_for
