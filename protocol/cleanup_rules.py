@@ -78,6 +78,7 @@ from raydelta.protocol.file_names import (
 )
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.log_segment import CheckpointRef, build_log_segment
+from raydelta.protocol.table_properties import DELETED_FILE_RETENTION_DURATION
 
 DAY_MS = 24 * 3600 * 1000
 HOUR_MS = 3600 * 1000
@@ -441,7 +442,7 @@ def check_vacuum_retention(requested_ms: int | None, table_ms: int, *, force: bo
     if requested_ms < table_ms and not force:
         raise RetentionTooShortError(
             f"a retention of {requested_ms / HOUR_MS:g} hours is shorter than the table's "
-            f"delta.deletedFileRetentionDuration ({table_ms / HOUR_MS:g} hours); files still "
+            f"{DELETED_FILE_RETENTION_DURATION} ({table_ms / HOUR_MS:g} hours); files still "
             "needed by readers of older snapshots or by writers that have not committed yet "
             "could be deleted. Pass force=True (--force) to run it anyway."
         )

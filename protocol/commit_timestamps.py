@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from raydelta.protocol.errors import CorruptLogError, InvalidTableError, VersionNotFoundError
+from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION
 
 TimestampSource = Literal["inCommitTimestamp", "fileModificationTime"]
 IN_COMMIT_TIMESTAMP: TimestampSource = "inCommitTimestamp"
@@ -51,8 +52,7 @@ class CommitTimestamp:
 def _check_enablement(enablement_version: int | None, enablement_timestamp: int | None) -> None:
     if (enablement_version is None) != (enablement_timestamp is None):
         raise InvalidTableError(
-            "delta.inCommitTimestampEnablementVersion and "
-            "delta.inCommitTimestampEnablementTimestamp must be set together "
+            f"{ICT_ENABLEMENT_VERSION} and {ICT_ENABLEMENT_TIMESTAMP} must be set together "
             f"(got version={enablement_version}, timestamp={enablement_timestamp})"
         )
 

@@ -53,6 +53,7 @@ from raydelta.protocol.file_names import (
 )
 from raydelta.protocol.log_segment import CheckpointRef
 from raydelta.protocol.table_features import CHECKPOINT_PROTECTION
+from raydelta.protocol.table_properties import ENABLE_EXPIRED_LOG_CLEANUP
 from raydelta.storage.checkpoint_writer import read_checkpoint_sidecars, write_v2_checkpoint
 from raydelta.storage.log_reader import read_last_checkpoint, read_parquet_actions, sidecar_path
 from raydelta.storage.log_store import LogStore, log_store_for
@@ -237,7 +238,7 @@ def cleanup_metadata(
         "latest_version": head.version,
     }
     if not config.enable_expired_log_cleanup:
-        return MetadataCleanupReport(**base, skipped="delta.enableExpiredLogCleanup is false")
+        return MetadataCleanupReport(**base, skipped=f"{ENABLE_EXPIRED_LOG_CLEANUP} is false")
     cutoff = log_cutoff_timestamp(now, retention)
     base["cutoff_timestamp"] = cutoff
     if progress is not None:
