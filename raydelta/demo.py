@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute
 
 SCHEMA = pa.schema(
     [
@@ -55,17 +56,24 @@ def _batch(writer: int, commit: int, rows: int) -> pa.Table:
     )
 
 
-def _write_commits(uri: str, writer: int, commits: int, rows: int) -> list[int]:
-    """One writer's appends; returns, per commit, how many winners it was rebased over."""
+def _write_commits(
+    uri: str, writer: int, commits: int, rows: int, start_at: float
+) -> tuple[list[int], float, float]:
+    """One writer's appends, started together at ``start_at`` (wall clock) once
+    every writer is ready; returns, per commit, how many winners it was rebased
+    over, and when its first and last commits began and ended."""
     import raydelta
 
     table = raydelta.open_table(uri)
+    batches = [_batch(writer, commit, rows) for commit in range(commits)]
+    time.sleep(max(0.0, start_at - time.time()))
+    began = time.time()
     rebased = []
-    for commit in range(commits):
-        table.append(_batch(writer, commit, rows))
+    for batch in batches:
+        table.append(batch)
         reply = table.last_commit
         rebased.append(0 if reply is None else len(reply.rebased_over))
-    return rebased
+    return rebased, began, time.time()
 
 
 def _spark_append(uri: str, rows: int) -> str:
@@ -80,7 +88,8 @@ def _spark_append(uri: str, rows: int) -> str:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
+    running = SparkSession.getActiveSession()
+    spark = running or (
         SparkSession.builder.master("local[2]")
         .appName("raydelta-demo")
         .config("spark.ui.enabled", "false")
@@ -89,22 +98,37 @@ def _spark_append(uri: str, rows: int) -> str:
     )
     try:
         register(spark)
-        frame = spark.createDataFrame(_batch(99, 0, rows).to_pandas())
+        frame = spark.createDataFrame(
+            _batch(99, 0, rows).to_pylist(),
+            schema="id long, writer string, value double, date string",
+        )
         frame.write.format("raydelta").mode("append").save(uri)
     finally:
-        spark.stop()
+        if running is None:  # stop only a session this demo started
+            spark.stop()
     return f"appended {rows} rows through format('raydelta')"
 
 
 def _deltalake_check(path: str, ours: pa.Table) -> str:
     if importlib.util.find_spec("deltalake") is None:
         return "skipped (deltalake is not installed)"
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable, QueryBuilder
 
-    theirs = pa.table(DeltaTable(path).to_pyarrow_table())
-    same = sorted(theirs.column("id").to_pylist()) == sorted(ours.column("id").to_pylist())
-    verdict = "the same rows" if same else "DIFFERENT rows"
-    return f"deltalake {DeltaTable(path).version()} reads {theirs.num_rows} rows: {verdict}"
+    table = DeltaTable(path)
+    # QueryBuilder reads V2 checkpoints (to_pyarrow_table refuses that reader feature)
+    found = pa.table(
+        QueryBuilder()
+        .register("events", table)
+        .execute("SELECT count(*) AS n, sum(id) AS ids, sum(value) AS total FROM events")
+        .read_all()
+    ).to_pylist()[0]
+    expected = {
+        "n": ours.num_rows,
+        "ids": pa.compute.sum(ours.column("id")).as_py(),
+        "total": pa.compute.sum(ours.column("value")).as_py(),
+    }
+    verdict = "the same rows" if found == expected else f"DIFFERENT rows: {found} != {expected}"
+    return f"deltalake reads version {table.version()}: {found['n']} rows, {verdict}"
 
 
 def run_demo(
@@ -139,13 +163,18 @@ def run_demo(
     start_version = table.version()
 
     remote = ray.remote(num_cpus=0)(_write_commits)
-    began = time.perf_counter()
-    rebased = ray.get(
-        [remote.remote(path, w, commits_per_writer, rows_per_commit) for w in range(writers)]
+    ready = ray.remote(num_cpus=0)(lambda: None)
+    ray.get([ready.remote() for _ in range(writers)])  # start the worker processes first
+    start_at = time.time() + 2.0
+    results = ray.get(
+        [
+            remote.remote(path, w, commits_per_writer, rows_per_commit, start_at)
+            for w in range(writers)
+        ]
     )
-    seconds = time.perf_counter() - began
+    seconds = max(r[2] for r in results) - min(r[1] for r in results)
     commits = writers * commits_per_writer
-    resolved = sum(1 for per_writer in rebased for count in per_writer if count)
+    resolved = sum(1 for per_writer, _, _ in results for count in per_writer if count)
     say(
         f"writers     {writers} Ray tasks x {commits_per_writer} appends: {commits} commits"
         f" in {seconds:.2f} s ({commits / seconds:.0f} commits/s)"
@@ -155,7 +184,10 @@ def run_demo(
     spark_line = _spark_append(path, rows_per_commit) if spark else "skipped (--no-spark)"
     say(f"spark       {spark_line}")
 
-    summary = table.checkpoint(kind="v2")
+    # through the actor handle, as a notebook would: small shards, so several sidecars
+    summary = ray.get(
+        table.checkpoint_actor.checkpoint.remote(kind="v2", target_actions_per_sidecar=16)
+    )
     say(
         f"checkpoint  v{summary.version}: {summary.sidecars_written} sidecars written by Ray tasks"
         f" ({summary.num_adds} files) in {summary.seconds:.2f} s"
@@ -178,6 +210,9 @@ def run_demo(
         "commits_per_second": commits / seconds,
         "rebased": resolved,
         "rows": rows.num_rows,
+        "spark": spark_line,
+        "sidecars": summary.sidecars_written,
+        "vacuum_files": report.num_files,
     }
 
 
