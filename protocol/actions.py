@@ -9,6 +9,13 @@ Invariants:
   known action are kept (``extra="allow"``) and written back; a line whose
   action name is unknown becomes :class:`UnknownAction` and is written back
   byte-for-byte equal as JSON. Nothing the spec says to ignore is dropped.
+- A line may carry one known action next to keys this reader does not know
+  (later protocol versions grow the log this way; delta-spark's
+  schema-evolvability tests write such lines): the known action is read and
+  every unknown sibling becomes its own :class:`UnknownAction`
+  (:func:`actions_from_wrapper`). Unknown keys never fail a read; only a
+  line naming two *known* actions is refused, since which one it means is
+  ambiguous (delta-spark keeps one, delta-kernel-rs both).
 - ``serialize_action(parse_action(line))`` equals ``line`` as JSON values
   (key order may differ; absent optional fields stay absent).
 - Models are immutable; "changing" one means ``model_copy(update=...)``.
@@ -231,22 +238,7 @@ ActionName = Literal[
 ]
 
 
-def action_from_wrapper(wrapper: dict[str, Any]) -> Action | None:
-    """Turn one parsed log line (``{"add": {...}}``) into a model.
-
-    Returns None for a line with no action (``{}``) or whose body is null,
-    which some writers produce and readers must ignore.
-    """
-    if len(wrapper) != 1:
-        live = {k: v for k, v in wrapper.items() if v is not None}
-        if not live:
-            return None
-        if len(live) != 1:
-            raise CorruptLogError(f"a log line must hold one action, found {sorted(live)}")
-        wrapper = live
-    ((name, body),) = wrapper.items()
-    if body is None:
-        return None
+def _model_of(name: str, body: Any) -> Action:
     model = ACTION_TYPES.get(name)
     if model is None:
         return UnknownAction(name=name, body=body)
@@ -258,22 +250,59 @@ def action_from_wrapper(wrapper: dict[str, Any]) -> Action | None:
         raise CorruptLogError(f"invalid {name!r} action: {exc}") from exc
 
 
-def parse_action(line: str | bytes) -> Action | None:
-    """Parse one NDJSON log line."""
+def actions_from_wrapper(wrapper: dict[str, Any]) -> list[Action]:
+    """Every action of one parsed log line, the known one first.
+
+    Keys whose value is null are no action (``{}`` and ``{"txn": null}`` give
+    ``[]``). At most one known action name may be present; unknown names
+    next to it are kept as :class:`UnknownAction` (module docstring).
+    """
+    live = [(name, body) for name, body in wrapper.items() if body is not None]
+    known = [name for name, _ in live if name in ACTION_TYPES]
+    if len(known) > 1:
+        raise CorruptLogError(f"a log line must hold one action, found {sorted(known)}")
+    live.sort(key=lambda item: item[0] not in ACTION_TYPES)
+    return [_model_of(name, body) for name, body in live]
+
+
+def action_from_wrapper(wrapper: dict[str, Any]) -> Action | None:
+    """Turn one parsed log line (``{"add": {...}}``) into a model.
+
+    Returns None for a line with no action (``{}``) or whose body is null,
+    which some writers produce and readers must ignore. A known action next
+    to unknown keys is returned alone (the unknown siblings are ignored, as
+    readers must; :func:`actions_from_wrapper` keeps them).
+    """
+    actions = actions_from_wrapper(wrapper)
+    return actions[0] if actions else None
+
+
+def _parse_line(line: str | bytes) -> list[Action]:
     try:
         wrapper = json.loads(line)
     except ValueError as exc:
         raise CorruptLogError(f"a log line is not JSON: {exc}") from exc
     if not isinstance(wrapper, dict):
         raise CorruptLogError("a log line must be a JSON object")
-    return action_from_wrapper(wrapper)
+    return actions_from_wrapper(wrapper)
+
+
+def parse_action(line: str | bytes) -> Action | None:
+    """Parse one NDJSON log line into its (known) action; see :func:`action_from_wrapper`."""
+    actions = _parse_line(line)
+    return actions[0] if actions else None
 
 
 def parse_actions(data: bytes | str) -> list[Action]:
     """Parse a whole commit (or JSON checkpoint / compaction) file."""
-    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise CorruptLogError(f"a log file is not UTF-8: {exc}") from exc
     actions: list[Action] = []
-    for line in text.splitlines():
+    # NDJSON lines end at "\n" only: str.splitlines() would also cut at
+    # U+2028, U+0085 and friends, which JSON strings may hold unescaped.
+    for line in text.split("\n"):
         if line.strip():
             action = parse_action(line)
             if action is not None:
