@@ -139,6 +139,16 @@ class CheckpointContents:
         self.removes: list[pa.Table] = []
 
     def add_parquet_table(self, table: pa.Table) -> None:
+        """Take the rows of one checkpoint part or sidecar; columns whose types
+        do not fit the checkpoint schema make it a :class:`CorruptLogError`."""
+        try:
+            self._add_parquet_table(table)
+        except (pa.ArrowException, ValueError, TypeError) as exc:
+            # ValueError covers pydantic's ValidationError (a sidecar row).
+            message = f"a checkpoint does not have the checkpoint schema: {exc}"
+            raise CorruptLogError(message) from exc
+
+    def _add_parquet_table(self, table: pa.Table) -> None:
         if "add" in table.column_names:
             table = _stats_from_parsed(table)
             self.adds.append(struct_column_to_table(table.column("add"), ADD_SCHEMA))
@@ -240,11 +250,16 @@ def _row_groups_with_rows(metadata: pq.FileMetaData, columns: Sequence[str]) -> 
 def read_rows_of_columns(store: LogStore, path: str, wanted: Sequence[str]) -> pa.Table:
     """The ``wanted`` action columns of a parquet checkpoint part, read only from
     the row groups that hold any of them (see :func:`_row_groups_with_rows`)."""
-    with store.fs.open(path, "rb") as handle:
-        parquet = pq.ParquetFile(handle)
-        columns = _parquet_columns(parquet.schema_arrow, wanted)
-        groups = _row_groups_with_rows(parquet.metadata, wanted)
-        return parquet.read_row_groups(groups, columns=columns)
+    try:
+        with store.fs.open(path, "rb") as handle:
+            parquet = pq.ParquetFile(handle)
+            columns = _parquet_columns(parquet.schema_arrow, wanted)
+            groups = _row_groups_with_rows(parquet.metadata, wanted)
+            return parquet.read_row_groups(groups, columns=columns)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
 
 
 def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
@@ -281,11 +296,26 @@ def read_commits(store: LogStore, files: Sequence[LogFile]) -> list[list[Action]
 
 
 def first_commit_info(data: bytes) -> dict[str, Any] | None:
-    """The ``commitInfo`` body of a commit file, if any (scans lines until found)."""
+    """The ``commitInfo`` body of a commit file, if any (scans lines until found).
+
+    Only lines mentioning ``"commitInfo"`` are parsed; one that is not a JSON
+    object is a :class:`CorruptLogError`. A line that mentions the name only
+    inside another action (a path, stats) is skipped; a ``commitInfo`` whose
+    body is not an object gives None.
+    """
     import json
 
     for line in data.splitlines():
-        if b'"commitInfo"' in line:
-            body = json.loads(line).get("commitInfo")
-            return body if isinstance(body, dict) else None
+        if b'"commitInfo"' not in line:
+            continue
+        try:
+            wrapper = json.loads(line)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise CorruptLogError(f"a log line is not JSON: {exc}") from exc
+        if not isinstance(wrapper, dict):
+            raise CorruptLogError("a log line must be a JSON object")
+        if "commitInfo" not in wrapper:
+            continue
+        body = wrapper["commitInfo"]
+        return body if isinstance(body, dict) else None
     return None
