@@ -42,8 +42,7 @@ from raydelta.actors.faults import crash_point
 from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import RaydeltaError
 from raydelta.protocol.events import CommitPublished
-from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME
-from raydelta.protocol.last_checkpoint import parse_last_checkpoint
+from raydelta.storage.log_reader import read_last_checkpoint
 from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.metadata_cleanup import MetadataCleanupReport, cleanup_metadata
 from raydelta.storage.vacuum import VacuumPlan, VacuumReport, vacuum
@@ -180,10 +179,7 @@ class CleanupActor:
     # --- policy ---------------------------------------------------------------------------
 
     def _last_checkpoint_version(self) -> int | None:
-        try:
-            info = parse_last_checkpoint(self._store.read(LAST_CHECKPOINT_NAME))
-        except FileNotFoundError:
-            return None
+        info = read_last_checkpoint(self._store)
         return None if info is None else info.version
 
     def on_commit(self, event: CommitPublished) -> None:
