@@ -304,9 +304,7 @@ def parse_actions(data: bytes | str) -> list[Action]:
     # U+2028, U+0085 and friends, which JSON strings may hold unescaped.
     for line in text.split("\n"):
         if line.strip():
-            action = parse_action(line)
-            if action is not None:
-                actions.append(action)
+            actions.extend(_parse_line(line))
     return actions
 
 
