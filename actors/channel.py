@@ -1,33 +1,53 @@
-"""The commit channel: a direct socket from a table handle to its ``TableActor``.
+"""The commit channel: an opt-in direct socket from a table handle to its ``TableActor``.
 
 A Ray actor call costs 1.3 to 2.5 ms on a busy 2-core node, most of it in the
-raylet and the task machinery, while a commit's own work (check, rebase,
-fsync'd put-if-absent) is about 1 ms. The hot, small calls (``commit``,
-``create``, ``head``, ``tail``, ``version``, ``ping``) therefore also travel
-over a plain TCP connection to a thread in the actor; everything else, and
-every call the channel cannot carry, goes through Ray.
+task machinery, while a commit's own work (check, rebase, fsync'd
+put-if-absent) is about 1 ms. A handle opened with ``use_channel=True`` (or
+with ``RAYDELTA_CHANNEL=1`` in its environment) therefore sends the hot,
+small calls (``commit``, ``create``, ``head``, ``tail``, ``version``,
+``ping``) over a plain TCP connection to a thread in the actor; everything
+else, and every call the channel cannot carry, goes through Ray. By default
+a handle uses Ray only, and an actor listens only once a client asked it for
+its address.
 
 Invariants:
 - The channel changes the transport, not the semantics: the actor runs a
-  channel call under the same lock as its Ray methods, so calls from both
-  paths are serial, and a commit is acknowledged only after its put.
-- A call the channel fails to deliver or answer (the actor died, restarted,
-  or is unreachable) is re-sent through Ray, which waits for the restarted
-  actor. Every channel method is read-only or idempotent (commits carry
-  their ``txnId``), so a re-send returns the version the commit already won.
-- The server accepts a connection only after it presents the actor's random
-  token, which a client learns through a Ray call; frames are pickled, as
-  Ray's own are, and never carry file tables (``state`` and ``snapshot``
-  stay on Ray, whose Arrow serialization ships only the live slices).
-- ``RAYDELTA_CHANNEL=0`` turns the channel off (Ray only).
+  channel call exactly as the Ray method of the same name, under the same
+  lock, and a commit is acknowledged only after its put.
+- Every call the channel fails to deliver or answer (refused handshake,
+  connect, send or receive timeout, broken connection, an actor that died or
+  restarted) is re-sent through Ray. Every channel method is read-only or
+  idempotent (commits carry their ``txnId``), so a re-send returns the
+  version the commit already won: exactly once, whichever transport won.
+- No pickle: a frame is a length-prefixed JSON document of one of the
+  pydantic models below (:data:`ChannelCall`, :data:`ChannelReply`), built
+  from the typed events of :mod:`raydelta.protocol.events` and the log's
+  own action wrappers, validated on receipt. A frame that does not validate
+  is answered with :class:`ChannelRefusal` and the connection is closed;
+  nothing in it is run. Frames are at most :data:`MAX_FRAME_BYTES`.
+- Authenticated handshake, both ways: the server sends a random challenge,
+  the client answers with its own nonce and the HMAC-SHA256 of both under
+  the actor incarnation's random token, the server checks it with
+  ``hmac.compare_digest`` and proves knowing the token the same way. The
+  token crosses only Ray (:meth:`TableActor.channel_address`), never the
+  socket. A connection that fails the handshake is closed before any call
+  is read.
+- Timeouts: connecting and the handshake take at most
+  :data:`CONNECT_TIMEOUT_S`; each send and each reply at most the client's
+  call timeout (:data:`CALL_TIMEOUT_S`), after which the connection is
+  dropped (its state is unknown) and the call goes through Ray. A hung
+  actor thread never hangs a client on the channel.
+- Frames never carry file tables (``state`` and ``snapshot`` stay on Ray,
+  whose Arrow serialization ships only the live slices).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import logging
 import os
-import pickle
 import secrets
 import socket
 import socketserver
@@ -35,7 +55,30 @@ import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
+
+from raydelta.protocol import errors
+from raydelta.protocol.actions import (
+    Action,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Txn,
+    action_from_wrapper,
+    action_to_wrapper,
+)
+from raydelta.protocol.events import CommitReply, CommitRequest
+from raydelta.protocol.reconciliation import TableHead
 
 logger = logging.getLogger(__name__)
 
@@ -43,29 +86,308 @@ CHANNEL_METHODS = frozenset({"commit", "create", "head", "tail", "version", "pin
 """The actor methods a channel carries: small replies, read-only or idempotent."""
 
 CHANNEL_ENV = "RAYDELTA_CHANNEL"
+"""``RAYDELTA_CHANNEL=1`` turns the channel on for handles that do not say."""
+
 CONNECT_TIMEOUT_S = 2.0
+"""Connecting and the handshake, together."""
+
+CALL_TIMEOUT_S = 10.0
+"""Sending one call and receiving its reply, each (then the call goes through Ray)."""
+
+SERVER_IDLE_TIMEOUT_S = 3600.0
+"""An authenticated connection with no call for this long is closed by the actor."""
+
+MAX_FRAME_BYTES = 64 << 20
+"""Larger calls and replies go through Ray."""
+
+PROTOCOL_NAME = b"raydelta-channel/1"
+NONCE_BYTES = 32
 _HEADER = struct.Struct(">I")
-_OK = b"ok"
 
 
 def channel_enabled() -> bool:
-    return os.environ.get(CHANNEL_ENV, "1") != "0"
+    """Whether handles use the channel when not told (``RAYDELTA_CHANNEL=1``)."""
+    return os.environ.get(CHANNEL_ENV, "0").strip().lower() in {"1", "true", "yes", "on"}
 
 
 @dataclass(frozen=True)
 class ChannelAddress:
-    """Where one actor incarnation listens, and the token it wants first."""
+    """Where one actor incarnation listens, and the secret its handshake proves."""
 
     host: str
     port: int
     token: bytes
 
+    def __repr__(self) -> str:  # the token stays out of logs
+        return f"ChannelAddress({self.host!r}, {self.port})"
+
 
 class ChannelClosed(ConnectionError):
-    """The connection broke before a reply arrived (the call may or may not have run)."""
+    """The connection broke or timed out before a reply arrived (the call may
+    or may not have run)."""
 
 
-def _send(sock: socket.socket, payload: bytes) -> None:
+class ChannelRefused(ConnectionError):
+    """The handshake failed: a wrong token on either side, or not our protocol."""
+
+
+class ChannelFallback(Exception):
+    """The channel cannot carry this call (too large, or an answer the wire
+    format does not express); the connection is fine, send it through Ray."""
+
+
+# --- wire format ------------------------------------------------------------------------
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _actions_from_wrappers(value: Any) -> Any:
+    if not isinstance(value, (list, tuple)):
+        return value
+    out: list[Any] = []
+    for item in value:
+        if isinstance(item, dict):
+            action = action_from_wrapper(item)
+            if action is None:
+                raise ValueError(f"not an action: {item!r}")
+            out.append(action)
+        else:
+            out.append(item)
+    return out
+
+
+class _WithActions(_Frame):
+    """Actions travel as the log's wrappers (``{"add": {...}}``)."""
+
+    actions: tuple[Action, ...] = ()
+
+    _parse_actions = field_validator("actions", mode="before")(_actions_from_wrappers)
+
+    @field_serializer("actions")
+    def _serialize_actions(self, actions: tuple[Action, ...]) -> list[Any]:
+        return [action_to_wrapper(a) for a in actions]
+
+
+class CommitCall(_Frame):
+    method: Literal["commit"] = "commit"
+    request: CommitRequest
+
+
+class CreateCall(_Frame):
+    method: Literal["create"] = "create"
+    request: CommitRequest
+
+
+class HeadCall(_Frame):
+    method: Literal["head"] = "head"
+
+
+class TailCall(_Frame):
+    method: Literal["tail"] = "tail"
+    since_version: int = Field(ge=-1)
+
+
+class VersionCall(_Frame):
+    method: Literal["version"] = "version"
+
+
+class PingCall(_Frame):
+    method: Literal["ping"] = "ping"
+
+
+ChannelCall = Annotated[
+    CommitCall | CreateCall | HeadCall | TailCall | VersionCall | PingCall,
+    Field(discriminator="method"),
+]
+
+
+class CommitAnswer(_Frame):
+    kind: Literal["commit"] = "commit"
+    reply: CommitReply
+
+
+class HeadAnswer(_WithActions):
+    """A :class:`TableHead` as the actions it folds (protocol, metadata, txns, domains)."""
+
+    kind: Literal["head"] = "head"
+    version: int
+
+    @classmethod
+    def of(cls, head: TableHead) -> HeadAnswer:
+        actions: list[Action] = [a for a in (head.protocol, head.metadata) if a is not None]
+        actions.extend(head.txns.values())
+        actions.extend(head.domain_actions.values())
+        return cls(version=head.version, actions=tuple(actions))
+
+    def head(self) -> TableHead:
+        protocol = next((a for a in self.actions if isinstance(a, Protocol)), None)
+        metadata = next((a for a in self.actions if isinstance(a, Metadata)), None)
+        txns = {a.app_id: a for a in self.actions if isinstance(a, Txn)}
+        domains = {a.domain: a for a in self.actions if isinstance(a, DomainMetadata)}
+        return TableHead(self.version, protocol, metadata, txns, domains)
+
+
+class TailCommit(_WithActions):
+    version: int
+
+
+class TailAnswer(_Frame):
+    kind: Literal["tail"] = "tail"
+    latest: int
+    commits: tuple[TailCommit, ...] | None
+
+
+class IntAnswer(_Frame):
+    kind: Literal["int"] = "int"
+    value: int
+
+
+class ErrorAnswer(_Frame):
+    """The call raised one of :mod:`raydelta.protocol.errors`' classes with a
+    message only; the client raises the same class."""
+
+    kind: Literal["error"] = "error"
+    exception: str
+    message: str
+
+
+class UseRayAnswer(_Frame):
+    """The channel cannot carry this answer (see :class:`ChannelFallback`)."""
+
+    kind: Literal["use_ray"] = "use_ray"
+    reason: str
+
+
+class ChannelRefusal(_Frame):
+    """The frame was not a valid call; the server closes the connection."""
+
+    kind: Literal["refused"] = "refused"
+    reason: str
+
+
+ChannelReply = Annotated[
+    CommitAnswer
+    | HeadAnswer
+    | TailAnswer
+    | IntAnswer
+    | ErrorAnswer
+    | UseRayAnswer
+    | ChannelRefusal,
+    Field(discriminator="kind"),
+]
+
+_CALLS: TypeAdapter[Any] = TypeAdapter(ChannelCall)
+_REPLIES: TypeAdapter[Any] = TypeAdapter(ChannelReply)
+
+
+def _call_frame(method: str, args: tuple[Any, ...]) -> _Frame:
+    """The typed call for ``actor.method(*args)``."""
+    if method == "commit":
+        (request,) = args
+        return CommitCall(request=request)
+    if method == "create":
+        (request,) = args
+        return CreateCall(request=request)
+    if method == "tail":
+        (since_version,) = args
+        return TailCall(since_version=since_version)
+    if method == "head" and not args:
+        return HeadCall()
+    if method == "version" and not args:
+        return VersionCall()
+    if method == "ping" and not args:
+        return PingCall()
+    raise ValueError(f"not a channel method: {method}{args!r}")
+
+
+def _call_args(call: Any) -> tuple[Any, ...]:
+    if isinstance(call, (CommitCall, CreateCall)):
+        return (call.request,)
+    if isinstance(call, TailCall):
+        return (call.since_version,)
+    return ()
+
+
+def _answer_frame(method: str, result: Any) -> _Frame:
+    """The typed answer for ``method``'s ``result`` (raises TypeError if it has another type)."""
+    if method in ("commit", "create"):
+        return CommitAnswer(reply=result)
+    if method == "head":
+        if not isinstance(result, TableHead):
+            raise TypeError(f"head returned {type(result).__name__}")
+        return HeadAnswer.of(result)
+    if method == "tail":
+        latest, commits = result
+        return TailAnswer(
+            latest=latest,
+            commits=None
+            if commits is None
+            else tuple(TailCommit(version=v, actions=tuple(a)) for v, a in commits),
+        )
+    return IntAnswer(value=result)
+
+
+def _error_answer(error: Exception) -> _Frame:
+    """An exception the client can raise as the same class, or a fallback to Ray
+    (which carries any exception, so both transports raise the same)."""
+    cls = type(error)
+    if (
+        isinstance(error, errors.RaydeltaError)
+        and cls.__module__ == errors.__name__
+        and getattr(errors, cls.__name__, None) is cls
+        and error.args == (str(error),)
+    ):
+        return ErrorAnswer(exception=cls.__name__, message=str(error))
+    return UseRayAnswer(reason=f"{cls.__name__} is not carried by the channel")
+
+
+def _raise_error(answer: ErrorAnswer) -> None:
+    cls = getattr(errors, answer.exception, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.RaydeltaError)):
+        raise ChannelFallback(f"unknown error class {answer.exception!r}")
+    raise cls(answer.message)
+
+
+def _value_of(answer: Any) -> Any:
+    if isinstance(answer, CommitAnswer):
+        return answer.reply
+    if isinstance(answer, HeadAnswer):
+        return answer.head()
+    if isinstance(answer, TailAnswer):
+        commits = (
+            None
+            if answer.commits is None
+            else [(c.version, list(c.actions)) for c in answer.commits]
+        )
+        return answer.latest, commits
+    if isinstance(answer, IntAnswer):
+        return answer.value
+    if isinstance(answer, ErrorAnswer):
+        _raise_error(answer)
+    if isinstance(answer, UseRayAnswer):
+        raise ChannelFallback(answer.reason)
+    raise ChannelClosed(f"the actor refused the call: {answer.reason}")
+
+
+_ANSWER_KINDS = {
+    "commit": (CommitAnswer,),
+    "create": (CommitAnswer,),
+    "head": (HeadAnswer,),
+    "tail": (TailAnswer,),
+    "version": (IntAnswer,),
+    "ping": (IntAnswer,),
+}
+
+
+# --- frames and handshake ----------------------------------------------------------------
+
+
+def send_frame(sock: socket.socket, payload: bytes) -> None:
+    """One frame: a 4-byte big-endian length, then ``payload``."""
+    if len(payload) > MAX_FRAME_BYTES:
+        raise ChannelFallback(f"a frame of {len(payload)} bytes is over the channel's limit")
     sock.sendall(_HEADER.pack(len(payload)) + payload)
 
 
@@ -81,9 +403,17 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _recv(sock: socket.socket) -> bytes:
+def recv_frame(sock: socket.socket) -> bytes:
     (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+    if size > MAX_FRAME_BYTES:
+        raise ChannelClosed(f"a frame of {size} bytes announced, over the channel's limit")
     return _recv_exact(sock, size)
+
+
+def handshake_mac(token: bytes, role: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
+    """HMAC-SHA256 under ``token`` binding the protocol, the role and both nonces."""
+    message = b"|".join((PROTOCOL_NAME, role, server_nonce, client_nonce))
+    return hmac.new(token, message, hashlib.sha256).digest()
 
 
 # --- server (inside the actor) ---------------------------------------------------------
@@ -92,12 +422,12 @@ def _recv(sock: socket.socket) -> bytes:
 class ChannelServer:
     """Serves ``dispatch(method, args)`` to token holders, one thread per connection.
 
-    ``dispatch`` must serialise itself with the actor's other work (the
-    ``TableActor`` holds its lock around it).
+    ``dispatch`` must run the call as the actor's Ray method of that name does
+    (the ``TableActor`` passes a function that takes its lock).
     """
 
     def __init__(self, host: str, dispatch: Callable[[str, tuple[Any, ...]], Any]) -> None:
-        token = secrets.token_bytes(16)
+        token = secrets.token_bytes(32)
         outer = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -118,31 +448,53 @@ class ChannelServer:
         )
         thread.start()
 
+    def _handshake(self, sock: socket.socket) -> bool:
+        server_nonce = secrets.token_bytes(NONCE_BYTES)
+        send_frame(sock, server_nonce)
+        answer = recv_frame(sock)
+        if len(answer) != NONCE_BYTES + hashlib.sha256().digest_size:
+            return False
+        client_nonce, mac = answer[:NONCE_BYTES], answer[NONCE_BYTES:]
+        expected = handshake_mac(self._token, b"client", server_nonce, client_nonce)
+        if not hmac.compare_digest(mac, expected):
+            return False
+        send_frame(sock, handshake_mac(self._token, b"server", server_nonce, client_nonce))
+        return True
+
     def _serve(self, sock: socket.socket) -> None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            if not secrets.compare_digest(_recv(sock), self._token):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(CONNECT_TIMEOUT_S)
+            if not self._handshake(sock):
+                logger.warning("channel: a connection failed the handshake")
                 return
-            _send(sock, _OK)
+            sock.settimeout(SERVER_IDLE_TIMEOUT_S)
             while True:
-                method, args = pickle.loads(_recv(sock))
-                if method not in CHANNEL_METHODS:
-                    refused = ValueError(f"not a channel method: {method}")
-                    outcome: tuple[bool, Any] = (False, refused)
-                else:
-                    try:
-                        outcome = (True, self._dispatch(method, args))
-                    except Exception as error:  # sent back and raised in the caller
-                        outcome = (False, error)
+                body = recv_frame(sock)
                 try:
-                    payload = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception as error:  # an unpicklable result or exception
-                    payload = pickle.dumps((False, RuntimeError(f"{method}: {error!r}")))
-                _send(sock, payload)
-        except (ChannelClosed, OSError):
+                    call = _CALLS.validate_json(body)
+                except ValidationError as error:
+                    reason = f"not a channel call ({error.error_count()} errors)"
+                    refusal = ChannelRefusal(reason=reason)
+                    send_frame(sock, refusal.model_dump_json().encode())
+                    return
+                send_frame(sock, self._answer(call))
+        except (ChannelClosed, ChannelFallback, OSError):
             return
         finally:
-            sock.close()
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _answer(self, call: Any) -> bytes:
+        method: str = call.method
+        try:
+            answer = _answer_frame(method, self._dispatch(method, _call_args(call)))
+        except Exception as error:  # sent back, raised in the caller (or re-sent by Ray)
+            answer = _error_answer(error)
+        payload = answer.model_dump_json().encode()
+        if len(payload) > MAX_FRAME_BYTES:
+            payload = UseRayAnswer(reason="reply over the frame limit").model_dump_json().encode()
+        return payload
 
     def close(self) -> None:
         self._server.shutdown()
@@ -153,16 +505,35 @@ class ChannelServer:
 
 
 class ChannelClient:
-    """One connection to one actor incarnation; not thread-safe (one per thread)."""
+    """One authenticated connection to one actor incarnation; not thread-safe
+    (one per thread).
 
-    def __init__(self, address: ChannelAddress) -> None:
-        sock = socket.create_connection((address.host, address.port), timeout=CONNECT_TIMEOUT_S)
+    Raises :class:`ChannelRefused` if the server does not prove the token,
+    ``OSError`` (``TimeoutError`` included) if it cannot connect and finish the
+    handshake within ``connect_timeout_s``.
+    """
+
+    def __init__(
+        self,
+        address: ChannelAddress,
+        *,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        call_timeout_s: float = CALL_TIMEOUT_S,
+    ) -> None:
+        sock = socket.create_connection((address.host, address.port), timeout=connect_timeout_s)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            _send(sock, address.token)
-            if _recv(sock) != _OK:
-                raise ChannelClosed("the actor refused the channel token")
-            sock.settimeout(None)
+            server_nonce = recv_frame(sock)
+            if len(server_nonce) != NONCE_BYTES:
+                raise ChannelRefused("not a raydelta channel")
+            client_nonce = secrets.token_bytes(NONCE_BYTES)
+            mac = handshake_mac(address.token, b"client", server_nonce, client_nonce)
+            send_frame(sock, client_nonce + mac)
+            proof = recv_frame(sock)
+            expected = handshake_mac(address.token, b"server", server_nonce, client_nonce)
+            if not hmac.compare_digest(proof, expected):
+                raise ChannelRefused("the server did not prove the channel token")
+            sock.settimeout(call_timeout_s)
         except BaseException:
             sock.close()
             raise
@@ -171,14 +542,23 @@ class ChannelClient:
     def call(self, method: str, args: tuple[Any, ...]) -> Any:
         """The method's result, or its exception re-raised here.
 
-        Raises :class:`ChannelClosed` (or another ``OSError``) when the
-        connection broke: the call may or may not have run.
+        Raises :class:`ChannelClosed` (or another ``OSError``, ``TimeoutError``
+        included) when the connection broke or timed out: the call may or may
+        not have run, and this client must be closed. Raises
+        :class:`ChannelFallback` when the call or its answer does not fit the
+        channel (the connection stays usable). Raises ``ValueError`` for a
+        method the channel does not carry.
         """
-        _send(self._sock, pickle.dumps((method, args), protocol=pickle.HIGHEST_PROTOCOL))
-        ok, value = pickle.loads(_recv(self._sock))
-        if ok:
-            return value
-        raise value
+        payload = _call_frame(method, args).model_dump_json().encode()
+        send_frame(self._sock, payload)
+        body = recv_frame(self._sock)
+        try:
+            answer = _REPLIES.validate_json(body)
+        except ValidationError as error:
+            raise ChannelClosed(f"an invalid reply from the actor: {error}") from None
+        if not isinstance(answer, (*_ANSWER_KINDS[method], ErrorAnswer, UseRayAnswer)):
+            raise ChannelClosed(f"a {answer.kind!r} reply to {method!r}")
+        return _value_of(answer)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

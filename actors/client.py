@@ -31,7 +31,12 @@ from typing import Any, Self
 
 import pyarrow as pa
 
-from raydelta.actors.channel import CHANNEL_METHODS, ChannelClient, channel_enabled
+from raydelta.actors.channel import (
+    CHANNEL_METHODS,
+    ChannelClient,
+    ChannelFallback,
+    channel_enabled,
+)
 from raydelta.actors.cluster import (
     checkpoint_actor_name,
     cleanup_actor_name,
@@ -75,6 +80,9 @@ from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.table_features import upgrade_protocol
 from raydelta.protocol.table_properties import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
 from raydelta.storage.snapshot import Snapshot, load_snapshot
+
+CHANNEL_RETRY_S = 30.0
+"""After a failed channel connection, a thread uses Ray only for this long."""
 
 
 def _table_actor(uri: str, storage_options: dict[str, Any] | None) -> Any:
@@ -206,8 +214,10 @@ def open_table(
 
     Starts a local Ray cluster when this process is not connected to one.
     The table need not exist yet (see :func:`create_table`). ``use_channel``:
-    send the hot calls over the actor's direct socket (:mod:`raydelta.actors.channel`;
-    default: unless ``RAYDELTA_CHANNEL=0``), or only through Ray.
+    also send the hot calls over the actor's direct, authenticated socket
+    (:mod:`raydelta.actors.channel`, opt-in); default: only if
+    ``RAYDELTA_CHANNEL=1``. Anything the channel cannot deliver goes through
+    Ray, exactly once by the commit's ``txnId``.
     """
     return TableClient.open(uri, storage_options=storage_options, use_channel=use_channel)
 
@@ -292,14 +302,18 @@ class TableClient:
         )
 
     def _call(self, method: str, *args: Any) -> Any:
-        """``actor.method(*args)``: over this thread's channel when it can carry
-        the call, else (or when the channel breaks) through Ray."""
+        """``actor.method(*args)``: over this thread's channel when the handle
+        uses one and it can carry the call, else (or when the channel breaks or
+        times out) through Ray. Every channel method is read-only or idempotent,
+        so a call re-sent through Ray runs exactly once in effect."""
         if self.use_channel and method in CHANNEL_METHODS:
             client = self._channel()
             if client is not None:
                 try:
                     return client.call(method, args)
-                except OSError:  # ChannelClosed included: re-sent through Ray below
+                except ChannelFallback:  # not for the channel: through Ray below
+                    pass
+                except OSError:  # broke or timed out (ChannelClosed...): re-sent below
                     self._drop_channel()
         ray = ensure_ray()
         try:
@@ -312,16 +326,21 @@ class TableClient:
             return ray.get(getattr(self.actor, method).remote(*args))
 
     def _channel(self) -> ChannelClient | None:
+        """This thread's channel to the actor, connected on first use; None while
+        the actor has none or it could not be reached (retried after
+        :data:`CHANNEL_RETRY_S`)."""
         local = self._channels
         client: ChannelClient | None = getattr(local, "client", None)
-        if client is not None or getattr(local, "unavailable", False):
+        if client is not None or time.monotonic() < getattr(local, "retry_at", 0.0):
             return client
         try:
             address = ensure_ray().get(self.actor.channel_address.remote())
             if address is not None:
                 client = local.client = ChannelClient(address)
-        except OSError:
-            local.unavailable = True  # unreachable from here: Ray only for this thread
+            else:
+                local.retry_at = time.monotonic() + CHANNEL_RETRY_S
+        except OSError:  # unreachable, refused or timed out: Ray only for a while
+            local.retry_at = time.monotonic() + CHANNEL_RETRY_S
         return client
 
     def _drop_channel(self) -> None:

@@ -5,8 +5,9 @@ namespace, so a notebook, a Ray job and a Spark driver all reach the same
 one. It wraps a :class:`~raydelta.actors.coordinator.CommitCoordinator`.
 
 Invariants:
-- Method calls run one at a time (a synchronous actor), which is what turns
-  concurrent writers into one serial history.
+- Method calls run one at a time (a synchronous actor, and one lock shared
+  with the channel's threads), which is what turns concurrent writers into
+  one serial history, and keeps Ray's order of the calls of one caller.
 - ``max_restarts=-1`` and ``max_task_retries=-1``: if the process dies, Ray
   restarts the actor (which rebuilds from the log) and retries the calls in
   flight; the coordinator's ``txnId`` check makes the retry exactly-once.
@@ -20,9 +21,10 @@ Invariants:
   window after that, so events a crash swallowed are delivered. A subscriber
   without ``last_seen_version`` gets the latest commit again instead. Delivery
   is at least once: subscribers must be idempotent.
-- Its hot, small methods are also served over a direct socket (see
-  :mod:`raydelta.actors.channel`); one lock makes those calls and the Ray method calls
-  one serial stream.
+- Its hot, small methods can also be served over a direct socket (the
+  opt-in commit channel, :mod:`raydelta.actors.channel`), started the first
+  time a client asks for :meth:`channel_address`; a channel call runs
+  exactly as the Ray call of the same name, under the same lock.
 - It takes no CPU slot (``num_cpus=0``): a table actor is mostly I/O and
   must not starve the tasks that do the heavy work.
 """
@@ -38,7 +40,7 @@ from typing import Any, TypeVar
 
 import ray
 
-from raydelta.actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer, channel_enabled
+from raydelta.actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer
 from raydelta.actors.cluster import NAMESPACE, table_actor_name
 from raydelta.actors.coordinator import CommitCoordinator
 from raydelta.protocol.actions import Action
@@ -80,19 +82,28 @@ class TableActor:
         self._published_through = self._coordinator.version
         self._resend_missed_events()
         self._channel: ChannelServer | None = None
-        if channel_enabled():
-            try:
-                host = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
-                self._channel = ChannelServer(host, self._dispatch)
-            except OSError:
-                logger.warning("no commit channel for %s", table_uri, exc_info=True)
+        self._channel_failed = False
 
     def channel_address(self) -> ChannelAddress | None:
-        """Where this incarnation serves its channel (None: use Ray only)."""
-        return None if self._channel is None else self._channel.address
+        """Where this incarnation serves its commit channel, started on the first
+        request (None: it cannot listen; use Ray only). The address holds the
+        channel's secret token: it travels only through Ray."""
+        with self._lock:
+            if self._channel is None and not self._channel_failed:
+                try:
+                    host = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+                    self._channel = ChannelServer(host, self._dispatch)
+                except OSError:
+                    self._channel_failed = True
+                    logger.warning(
+                        "no commit channel for %s", self._coordinator.table_uri, exc_info=True
+                    )
+            return None if self._channel is None else self._channel.address
 
     def _dispatch(self, method: str, args: tuple[Any, ...]) -> Any:
-        assert method in CHANNEL_METHODS
+        """Run a channel call as the Ray method of the same name."""
+        if method not in CHANNEL_METHODS:
+            raise ValueError(f"not a channel method: {method}")
         return getattr(self, method)(*args)
 
     @_serial

@@ -210,7 +210,7 @@ def test_crashes_under_concurrent_writers_lose_and_duplicate_nothing(
     errors: list[BaseException] = []
 
     def writer(name: str) -> None:
-        table = open_table(ft.uri)
+        table = open_table(ft.uri, use_channel=ft.table.use_channel)
         try:
             for i in range(8):
                 txn = table.transaction().add(make_add(f"date={P1}/{name}-{i}.parquet"))
