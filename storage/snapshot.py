@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from raydelta.protocol.actions import (
+    Action,
     AddFile,
     CommitInfo,
     DomainMetadata,
@@ -36,6 +37,7 @@ from raydelta.protocol.actions import (
 )
 from raydelta.protocol.commit_timestamps import CommitTimestamp, monotonize, version_at_timestamp
 from raydelta.protocol.errors import (
+    CorruptLogError,
     MissingMetadataError,
     MissingProtocolError,
     TableNotFoundError,
@@ -163,16 +165,47 @@ def _commit_file(segment: LogSegment, listing: list[LogFile], version: int) -> L
     return None
 
 
+def _read_units(store: LogStore, segment: LogSegment) -> list[tuple[LogFile, list[Action]]]:
+    """Each replay unit of ``segment`` with its parsed actions.
+
+    A log compaction file is an optimization over commits that are in the
+    segment too: one that cannot be parsed is replaced by those commits. A
+    commit version holding two different ``metaData`` (or ``protocol``)
+    actions breaks the spec ("at most one metadata action in a given
+    version") and has no single meaning: :class:`CorruptLogError`.
+    """
+    units = segment.replay_units()
+    try:
+        read = list(zip(units, read_commits(store, units), strict=True))
+    except CorruptLogError:
+        if not any(u.kind is LogFileKind.COMPACTION for u in units):
+            raise
+        units = list(segment.commits)
+        read = list(zip(units, read_commits(store, units), strict=True))
+    for unit, actions in read:
+        if unit.kind is not LogFileKind.COMPACTION:
+            _check_single_protocol_and_metadata(unit, actions)
+    return read
+
+
+def _check_single_protocol_and_metadata(unit: LogFile, actions: list[Action]) -> None:
+    for kind in (Protocol, Metadata):
+        found = [a for a in actions if isinstance(a, kind)]
+        if len(found) > 1 and any(a != found[0] for a in found[1:]):
+            raise CorruptLogError(
+                f"{unit.name}: a version holds {len(found)} different {kind.action_name!r} actions"
+            )
+
+
 def replay_segment(store: LogStore, segment: LogSegment) -> tuple[TableState, dict[int, Any]]:
     """The state a log segment describes, and the commitInfos it read."""
     if segment.checkpoint is not None:
         state = checkpoint_state(store, segment.checkpoint.version, segment.checkpoint.files)
     else:
         state = TableState()
-    units = segment.replay_units()
     commit_infos: dict[int, CommitInfo] = {}
     batches = []
-    for unit, actions in zip(units, read_commits(store, units), strict=True):
+    for unit, actions in _read_units(store, segment):
         version = unit.end_version if unit.end_version is not None else unit.require_version()
         batches.append((version, actions))
         if unit.kind is not LogFileKind.COMPACTION:
@@ -199,7 +232,10 @@ def _version_timestamp(
         info = commit_infos.get(version)
         if info is None and commit is not None:
             body = first_commit_info(store.read(commit.name))
-            info = CommitInfo.model_validate(body) if body else None
+            try:
+                info = CommitInfo.model_validate(body) if body else None
+            except ValueError as exc:  # pydantic's ValidationError
+                raise CorruptLogError(f"{commit.name}: invalid 'commitInfo': {exc}") from exc
         if info is not None and info.in_commit_timestamp is not None:
             return info.in_commit_timestamp
     if commit is not None:
@@ -219,7 +255,7 @@ def commit_timestamps(
     ict: dict[int, int] = {}
     for file, data in zip(ict_commits, store.read_many([c.name for c in ict_commits]), strict=True):
         body = first_commit_info(data)
-        if body and isinstance(body.get("inCommitTimestamp"), int):
+        if body and type(body.get("inCommitTimestamp")) is int:  # not a bool
             ict[file.require_version()] = body["inCommitTimestamp"]
     file_times = monotonize(
         [
@@ -285,9 +321,8 @@ def _load_head(
         state = checkpoint_head(store, segment.checkpoint.version, segment.checkpoint.files)
     else:
         state = TableState()
-    units = segment.replay_units()
     batches = []
-    for unit, actions in zip(units, read_commits(store, units), strict=True):
+    for unit, actions in _read_units(store, segment):
         end = unit.end_version if unit.end_version is not None else unit.require_version()
         batches.append((end, [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]))
     state = apply_commits(state, batches)
