@@ -305,7 +305,9 @@ class CommitCoordinator:
                 return self._already(request, found)
             raise TableAlreadyExistsError(f"a Delta table already exists at {self.table_uri}")
         try:
-            after = validate_commit(list(request.actions), is_create=True, final=False)
+            after = validate_commit(
+                list(request.actions), is_create=True, final=False, table_root=self.table_uri
+            )
         except RaydeltaError as error:
             return CommitRejected.from_exception(request.txn_id, error)
         now = int(time.time() * 1000)
@@ -419,7 +421,11 @@ class CommitCoordinator:
         # invalid (a protocol or metadata change) is a conflict, and check_conflicts
         # reports it as one before the request is judged against the latest table.
         after_read = validate_commit(
-            list(request.actions), is_create=False, table_configuration=read_config, final=False
+            list(request.actions),
+            is_create=False,
+            table_configuration=read_config,
+            final=False,
+            table_root=self.table_uri,
         )
         attempts = 0
         while True:
@@ -435,7 +441,11 @@ class CommitCoordinator:
             latest = self.table_configuration
             after = (
                 validate_commit(
-                    list(request.actions), is_create=False, table_configuration=latest, final=False
+                    list(request.actions),
+                    is_create=False,
+                    table_configuration=latest,
+                    final=False,
+                    table_root=self.table_uri,
                 )
                 if latest is not read_config
                 else after_read
@@ -462,8 +472,11 @@ class CommitCoordinator:
                 else self._last_timestamp,
             )
             if after.in_commit_timestamps_enabled or after.is_feature_supported("rowTracking"):
-                # what rebase stamped (commitInfo first with its ICT, row ids)
-                validate_commit(actions, is_create=False, table_configuration=latest)
+                # what rebase stamped (commitInfo first with its ICT, row ids); the
+                # file values were checked above against the same configuration
+                validate_commit(
+                    actions, is_create=False, table_configuration=latest, check_values=False
+                )
             crash_point("before_put")
             try:
                 self.store.put_if_absent(commit_name(version), serialize_actions(actions))

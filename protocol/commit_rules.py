@@ -19,9 +19,22 @@ broken. The rules (PROTOCOL.md sections in brackets):
   (new or current) is one raydelta can write (``table_features.ensure_writable``);
   a protocol change never lowers a version nor drops a feature
   → :class:`ProtocolDowngradeError`;
+- a protocol naming features raydelta cannot write (reader or writer) is
+  refused (``ensure_writable``) → :class:`UnsupportedTableFeatureException`;
 - a ``metaData`` action yields a valid table configuration: the schema
-  parses, partition columns exist and are distinct
+  parses, partition columns exist and are distinct, and every known table
+  property with a parser parses (``TableConfiguration.validate_properties``:
+  ``delta.logRetentionDuration = "soon"`` is refused)
   → :class:`InvalidMetadataChangeError`;
+- every file action's values (``check_values``, the default): paths
+  stay under ``table_root`` (:mod:`raydelta.protocol.commit_paths`; absolute
+  URIs outside it only with ``raydelta.allowExternalFiles``)
+  → :class:`UnsafePathError`; sizes, Long fields, partition values and
+  deletion vectors (:mod:`raydelta.protocol.file_action_rules`)
+  → :class:`InvalidFileActionError`; ``stats``
+  → :class:`InvalidStatisticsError`. The duplicate rule above compares the
+  paths' keys, so ``a%20b`` and ``a b`` (or a relative path and the absolute
+  URI of the same file under the root) are one path;
 - ``domainMetadata`` needs the ``domainMetadata`` feature; system domains
   (``delta.*``) other than those raydelta manages (:data:`MANAGED_SYSTEM_DOMAINS`)
   are refused ["Domain Metadata"] → :class:`IllegalActionError`;
@@ -42,7 +55,22 @@ broken. The rules (PROTOCOL.md sections in brackets):
 
 The configuration after the commit (its own protocol/metadata, else the
 table's) decides ICT, row tracking, partition columns and DV support;
-append-only is judged on the table *before* the commit, as delta-spark does.
+append-only and ``raydelta.allowExternalFiles`` are judged on the table
+*before* the commit, as delta-spark judges append-only (a commit cannot
+grant itself the right it needs; at creation the new metadata decides).
+
+Removes of files the table does not hold ("blind removes") are accepted and
+not looked up: the spec makes a ``remove`` a tombstone keyed by
+``(path, dvId)`` ["Action Reconciliation": the ``remove`` collection only
+has to be disjoint from the ``add`` collection], nowhere requires its file to
+be live, and delta-spark commits such removes (a file another transaction
+removed first is a conflict, found by the conflict checker against the
+winners, not a malformed commit). Checking them would also need the full
+file list on every commit, which the coordinator avoids. Their paths,
+sizes, stats and deletion vectors are checked like any file action's.
+
+Everything here is a pure function of its arguments: the table root comes
+in as ``table_root`` (None: no absolute URI counts as under the root).
 """
 
 from __future__ import annotations
@@ -76,6 +104,7 @@ from raydelta.protocol.errors import (
     ProtocolDowngradeError,
     SchemaError,
 )
+from raydelta.protocol.file_action_rules import check_file_values, file_path_keys
 from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import (
@@ -125,13 +154,20 @@ def _check_shape(actions: Sequence[Action]) -> None:
                 )
             domains.add(action.domain)
 
+
+def _check_duplicate_files(actions: Sequence[Action], keys: dict[int, str] | None) -> None:
+    """At most one action per type and path key; no add and remove of one logical file.
+
+    ``keys`` maps an action's index to its path key (``check_file_actions``);
+    None compares the paths as written."""
     seen: dict[str, dict[str, str | None]] = {"add": {}, "remove": {}, "cdc": {}}
-    for action in actions:
+    for index, action in enumerate(actions):
         if isinstance(action, (AddFile, RemoveFile, AddCDCFile)):
             kind = action.action_name
             dv_id = None if isinstance(action, AddCDCFile) else action.dv_unique_id
-            if action.path in seen[kind]:
-                previous = seen[kind][action.path]
+            path = action.path if keys is None else keys[index]
+            if path in seen[kind]:
+                previous = seen[kind][path]
                 detail = (
                     "twice"
                     if previous == dv_id
@@ -141,7 +177,7 @@ def _check_shape(actions: Sequence[Action]) -> None:
                     f"path {action.path!r} appears in two {kind} actions {detail}; a commit may "
                     f"hold at most one {kind} per path"
                 )
-            seen[kind][action.path] = dv_id
+            seen[kind][path] = dv_id
     for path, dv_id in seen["add"].items():
         if path in seen["remove"] and seen["remove"][path] == dv_id:
             raise DuplicateActionError(
@@ -184,13 +220,18 @@ def validate_commit(
     metadata: Metadata | None = None,
     final: bool = True,
     managed_system_domains: frozenset[str] = MANAGED_SYSTEM_DOMAINS,
+    table_root: str | None = None,
+    check_values: bool = True,
 ) -> TableConfiguration:
     """Check the writer rules (module docstring); return the configuration after it.
 
     The table before the commit is ``table_configuration``, or
     ``protocol``/``metadata``; both absent when ``is_create``. ``final=False``
     checks a request before the coordinator stamps it (skips the ICT,
-    ``txnId`` and row-id presence rules).
+    ``txnId`` and row-id presence rules). ``table_root`` is the table's URI,
+    against which paths are judged. ``check_values=False`` skips the
+    per-file value rules: for re-checking actions already checked against
+    the same configuration (the coordinator's stamped commit).
     """
     if table_configuration is not None:
         protocol = protocol or table_configuration.protocol
@@ -218,6 +259,19 @@ def validate_commit(
         else _configuration(after_protocol, after_metadata)
     )
     ensure_writable(after.protocol)
+    if new_metadata is not None:
+        try:
+            after.validate_properties()
+        except InvalidTableError as exc:
+            raise InvalidMetadataChangeError(f"invalid metadata: {exc}") from exc
+
+    keys: dict[int, str] | None = None
+    allow_external = after.allow_external_files and (before is None or before.allow_external_files)
+    if check_values:
+        keys = file_path_keys(actions, table_root=table_root, allow_external=allow_external)
+    _check_duplicate_files(actions, keys)
+    if check_values:
+        check_file_values(actions, after, table_root=table_root, allow_external=allow_external)
 
     supported = after.supported_features
     for action in actions:
@@ -245,19 +299,11 @@ def _check_file_actions(
     *,
     final: bool,
 ) -> None:
-    partition_keys = set(after.physical_partition_columns)
     dv_supported = DELETION_VECTORS in after.supported_features
     row_tracking = ROW_TRACKING in after.supported_features
     append_only = before.append_only if before is not None else after.append_only
     for action in actions:
         if isinstance(action, AddFile):
-            keys = set(action.partition_values)
-            if keys != partition_keys:
-                missing, extra = sorted(partition_keys - keys), sorted(keys - partition_keys)
-                raise InvalidFileActionError(
-                    f"add {action.path!r} has partition values for {sorted(keys)}, expected "
-                    f"{sorted(partition_keys)} (missing {missing}, unexpected {extra})"
-                )
             if action.deletion_vector is not None and action.num_records is None:
                 raise InvalidFileActionError(
                     f"add {action.path!r} has a deletion vector but no numRecords in its stats"

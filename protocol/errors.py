@@ -126,7 +126,34 @@ class DuplicateActionError(InvalidCommitError):
 
 class InvalidFileActionError(InvalidCommitError):
     """An ``add``/``remove``/``cdc`` action breaks a rule of the table
-    (partition values, ``numRecords`` with a deletion vector, row tracking)."""
+    (partition values, ``numRecords`` with a deletion vector, row tracking,
+    a negative or out-of-range size, a malformed deletion vector).
+
+    ``field`` names the offending field as ``<action>.<field>`` (``add.size``,
+    ``remove.deletionVector.cardinality``...) and ``path`` the action's path,
+    when known; the message always names both and the reason (only the
+    message crosses the actor boundary)."""
+
+    def __init__(self, message: str, field: str | None = None, path: str | None = None) -> None:
+        super().__init__(message, field, path)
+        self.field = field
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnsafePathError(InvalidFileActionError):
+    """A file path (``add.path``, ``remove.path``, ``cdc.path``, a ``p``-type
+    deletion vector's path, a ``u``-type one's random prefix) is empty, is an
+    absolute local path, escapes the table root with ``..`` (after decoding
+    percent-encoding once), or is an absolute URI outside the table root on a
+    table that does not allow external files (``raydelta.allowExternalFiles``)."""
+
+
+class InvalidStatisticsError(InvalidFileActionError):
+    """A file action's ``stats`` is not a JSON object, or a value in it does
+    not fit its column's type (``field`` is e.g. ``add.stats.minValues.id``)."""
 
 
 class InvalidCommitInfoError(InvalidCommitError):

@@ -241,6 +241,13 @@ def stats_to_arrow(
     return pa.array(rows, type=struct_type)
 
 
+def value_coercer(arrow_type: pa.DataType) -> Coercer:
+    """The function turning one JSON statistics value into a value of
+    ``arrow_type``; it returns None for a value that does not fit the type
+    (the commit validator refuses such a value where the reader would null it)."""
+    return _coercer(arrow_type)
+
+
 def _has_decimal(arrow_type: pa.DataType) -> bool:
     if pa.types.is_decimal(arrow_type):
         return True

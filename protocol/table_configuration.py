@@ -64,12 +64,15 @@ from raydelta.protocol.table_features import (
     validate_protocol,
 )
 from raydelta.protocol.table_properties import (
+    ALLOW_EXTERNAL_FILES,
     CHECKPOINT_INTERVAL,
     CHECKPOINT_POLICY,
     CHECKPOINT_RETENTION_DURATION,
     COLUMN_MAPPING_MAX_ID,
     COLUMN_MAPPING_MODE,
+    COMPACTION_INTERVAL,
     DATA_SKIPPING_NUM_INDEXED_COLS,
+    DEFAULT_ALLOW_EXTERNAL_FILES,
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_CHECKPOINT_POLICY,
     DEFAULT_CHECKPOINT_RETENTION,
@@ -81,9 +84,17 @@ from raydelta.protocol.table_properties import (
     DEFAULT_WRITE_STATS_AS_JSON,
     DEFAULT_WRITE_STATS_AS_STRUCT,
     DELETED_FILE_RETENTION_DURATION,
+    ENABLE_CHANGE_DATA_FEED,
+    ENABLE_DELETION_VECTORS,
     ENABLE_EXPIRED_LOG_CLEANUP,
+    ENABLE_ICEBERG_COMPAT_V1,
+    ENABLE_ICEBERG_COMPAT_V2,
+    ENABLE_ICEBERG_COMPAT_V3,
+    ENABLE_IN_COMMIT_TIMESTAMPS,
+    ENABLE_ROW_TRACKING,
     ICT_ENABLEMENT_TIMESTAMP,
     ICT_ENABLEMENT_VERSION,
+    IS_APPEND_ONLY,
     ISOLATION_LEVEL,
     LOG_RETENTION_DURATION,
     REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION,
@@ -94,6 +105,25 @@ from raydelta.protocol.table_properties import (
 )
 
 CheckpointPolicy = Literal["classic", "v2"]
+
+TABLE_ISOLATION_LEVELS = frozenset({"Serializable", "WriteSerializable"})
+"""The values delta-spark accepts for ``delta.isolationLevel``."""
+
+BOOLEAN_PROPERTIES = (
+    IS_APPEND_ONLY,
+    ENABLE_CHANGE_DATA_FEED,
+    ENABLE_DELETION_VECTORS,
+    ENABLE_ROW_TRACKING,
+    ENABLE_IN_COMMIT_TIMESTAMPS,
+    ENABLE_ICEBERG_COMPAT_V1,
+    ENABLE_ICEBERG_COMPAT_V2,
+    ENABLE_ICEBERG_COMPAT_V3,
+    ENABLE_EXPIRED_LOG_CLEANUP,
+    WRITE_STATS_AS_JSON,
+    WRITE_STATS_AS_STRUCT,
+    ALLOW_EXTERNAL_FILES,
+)
+"""Known boolean table properties: ``true``/``false`` (any case) or absent."""
 
 # --- intervals --------------------------------------------------------------------------
 
@@ -449,6 +479,53 @@ class TableConfiguration:
     def isolation_level(self) -> str:
         """``delta.isolationLevel`` (``WriteSerializable`` by default)."""
         return self.metadata.configuration.get(ISOLATION_LEVEL, DEFAULT_ISOLATION_LEVEL)
+
+    @property
+    def allow_external_files(self) -> bool:
+        """``raydelta.allowExternalFiles`` (false): may file actions name absolute
+        URIs outside the table root."""
+        return self._bool(ALLOW_EXTERNAL_FILES, DEFAULT_ALLOW_EXTERNAL_FILES)
+
+    def validate_properties(self) -> None:
+        """Parse every known table property that has a parser; raise
+        :class:`InvalidTableError` naming the first malformed one.
+
+        Covers the booleans of :data:`BOOLEAN_PROPERTIES`, the intervals
+        (``delta.logRetentionDuration``...), the integers
+        (``delta.checkpointInterval``, ``delta.dataSkippingNumIndexedCols``,
+        ``delta.columnMapping.maxColumnId``, the ICT enablement pair,
+        ``delta.requireCheckpointProtectionBeforeVersion``,
+        ``raydelta.compactionInterval``), ``delta.checkpointPolicy`` and
+        ``delta.isolationLevel``. Unknown keys are not judged (tables carry
+        other engines' properties).
+        """
+        configuration = self.metadata.configuration
+        for key in BOOLEAN_PROPERTIES:
+            parse_bool_property(configuration, key, False)
+        _ = (
+            self.checkpoint_interval,
+            self.log_retention_ms,
+            self.deleted_file_retention_ms,
+            self.checkpoint_retention_ms,
+            self.set_transaction_retention_ms,
+            self.checkpoint_policy,
+            self.max_column_id,
+            self.data_skipping_num_indexed_cols,
+            self.in_commit_timestamp_enablement,
+            self.require_checkpoint_protection_before_version,
+        )
+        for key in (ICT_ENABLEMENT_VERSION, ICT_ENABLEMENT_TIMESTAMP, COLUMN_MAPPING_MAX_ID):
+            value = self._int(key, None)
+            if value is not None and value < 0:
+                raise InvalidTableError(f"table property {key} must be ≥ 0, got {value}")
+        compaction = self._int(COMPACTION_INTERVAL, None)
+        if compaction is not None and compaction <= 0:
+            raise InvalidTableError(f"{COMPACTION_INTERVAL} must be positive, got {compaction}")
+        level = configuration.get(ISOLATION_LEVEL)
+        if level is not None and level not in TABLE_ISOLATION_LEVELS:
+            raise InvalidTableError(
+                f"{ISOLATION_LEVEL} must be one of {sorted(TABLE_ISOLATION_LEVELS)}, got {level!r}"
+            )
 
     @property
     def require_checkpoint_protection_before_version(self) -> int:

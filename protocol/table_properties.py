@@ -40,6 +40,18 @@ DEFAULT_WRITE_STATS_AS_STRUCT = False
 # raydelta's own: compact the log every k commits (unset: never).
 COMPACTION_INTERVAL = "raydelta.compactionInterval"
 
+# --- where data files may live --------------------------------------------------------------
+
+# raydelta's own: whether file actions may name absolute URIs outside the table root
+# (shallow clones, imported files). Off by default: a commit may then only reference
+# files under the table root, so no reader is ever sent to a file the table's owner did
+# not put there. delta-spark has no table property for this; it writes absolute paths
+# only for shallow clones and its VACUUM refuses them unless the session sets
+# spark.databricks.delta.vacuum.relativize.ignoreError. Judged on the table as it is
+# before the commit (and the commit's own metaData when it creates the table).
+ALLOW_EXTERNAL_FILES = "raydelta.allowExternalFiles"
+DEFAULT_ALLOW_EXTERNAL_FILES = False
+
 # --- retention and cleanup -----------------------------------------------------------------
 
 LOG_RETENTION_DURATION = "delta.logRetentionDuration"

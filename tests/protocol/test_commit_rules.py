@@ -83,7 +83,7 @@ def add(path: str = "f.parquet", **kw: Any) -> AddFile:
         "partitionValues": {"date": "2024-01-01"},
         "size": 1,
         "modificationTime": 1,
-        "stats": '{"numRecords":2}',
+        "stats": '{"numRecords":10}',
     }
     fields.update(kw)
     return AddFile.model_validate(fields)

@@ -1,0 +1,383 @@
+"""The values a commit's file actions (``add``/``remove``/``cdc``) may carry.
+
+:func:`file_path_keys` and :func:`check_file_values` are called by
+:func:`raydelta.protocol.commit_rules.validate_commit`; it judges every file
+action's own fields against the table configuration after the commit and
+raises an :class:`~raydelta.protocol.errors.InvalidFileActionError` (or its
+subclasses :class:`UnsafePathError`, :class:`InvalidStatisticsError`) whose
+message names ``<action>.<field>``, the action's path and the reason.
+
+Invariants (PROTOCOL.md sections in brackets):
+
+- paths (``path``, a ``p`` deletion vector's path, a ``u`` one's random
+  prefix) stay under the table root (:mod:`raydelta.protocol.commit_paths`);
+  :func:`file_path_keys` returns the key of every file action's path, so
+  the duplicate rule sees two spellings of one file as one file;
+- ``size`` ≥ 0 and, like every Long field (``modificationTime``,
+  ``deletionTimestamp``, ``baseRowId``, ``defaultRowCommitVersion``), fits a
+  signed 64-bit integer ["Add File and Remove File"]; row ids and row commit
+  versions are ≥ 0 ["Row Tracking"];
+- ``stats`` (when present) is a JSON object (standard JSON: no bare ``NaN``)
+  whose ``numRecords`` is an integer ≥ 0, ``tightBounds`` a boolean,
+  ``nullCount`` values integers ≥ 0, and every ``minValues``/``maxValues``
+  value of a column of the schema fits that column's type (the coercions of
+  :mod:`raydelta.protocol.statistics`, strictly: a value that would read as
+  null is refused). Keys naming no column are left alone (readers ignore
+  them) ["Per-file Statistics"];
+- ``partitionValues`` of ``add`` (and of ``remove``/``cdc`` when non-empty)
+  have exactly the partition columns' physical names as keys and values that
+  parse as the columns' types ["Partition Value Serialization"];
+- a deletion vector has a known ``storageType`` (``u``/``i``/``p``),
+  ``sizeInBytes`` > 0 and, like ``offset``, within a signed 32-bit integer (the
+  checkpoint schema's ``int``), ``cardinality`` ≥ 0; no ``offset`` inline; an
+  inline bitmap decodes to ``sizeInBytes`` bytes holding ``cardinality``
+  rows; a ``u`` descriptor names a UUID; an ``add``'s ``cardinality`` is at
+  most its ``numRecords`` ["Deletion Vectors"].
+
+Cost: per-file work is attribute reads and, for ``stats``, one JSON decode
+and a walk of the decoded values; paths are checked in one Arrow pass; the
+partition values of a commit are parsed once per distinct value.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from raydelta.protocol import z85
+from raydelta.protocol.actions import Action, AddCDCFile, AddFile, RemoveFile
+from raydelta.protocol.commit_paths import canonical_root, check_file_paths, check_path
+from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor, decode_bitmap
+from raydelta.protocol.errors import (
+    CorruptLogError,
+    DeletionVectorError,
+    InvalidFileActionError,
+    InvalidStatisticsError,
+    SchemaError,
+)
+from raydelta.protocol.partition_values import parse_partition_value
+from raydelta.protocol.schema import DataType
+from raydelta.protocol.statistics import (
+    MAX_VALUES,
+    MIN_VALUES,
+    NULL_COUNT,
+    NUM_RECORDS,
+    TIGHT_BOUNDS,
+    stats_schema,
+    value_coercer,
+)
+from raydelta.protocol.table_configuration import TableConfiguration
+
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+_NO_ROOT = "\x00no table root"
+"""Stands for an unknown table root: no URI lies under it."""
+
+FileAction = AddFile | RemoveFile | AddCDCFile
+
+
+def _refuse(action: FileAction, name: str, reason: str) -> InvalidFileActionError:
+    field = f"{action.action_name}.{name}"
+    return InvalidFileActionError(
+        f"{field} of {action.path!r} {reason}", field=field, path=action.path
+    )
+
+
+def _long(action: FileAction, name: str, value: Any, *, minimum: int | None) -> None:
+    if value is None:
+        return
+    if type(value) is not int:
+        raise _refuse(action, name, f"must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise _refuse(action, name, f"must be at least {minimum}, got {value}")
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise _refuse(action, name, f"{value} does not fit a 64-bit Long")
+
+
+# --- stats ------------------------------------------------------------------------------
+
+
+class StatsChecker:
+    """Strict checks of ``stats`` JSON against one table schema (built once per commit)."""
+
+    def __init__(self, config: TableConfiguration) -> None:
+        struct = stats_schema(
+            config.schema,
+            physical=True,
+            partition_columns=config.partition_columns,
+            num_indexed_cols=-1,
+        )
+        self._decimals = _has_decimal(struct)
+        self._min_max = _child_checks(struct, MIN_VALUES)
+        self._null_count = _child_checks(struct, NULL_COUNT, counts=True)
+
+    def check(self, action: FileAction, text: str) -> int | None:
+        """Refuse bad ``stats``; return its ``numRecords`` (None when absent)."""
+        try:
+            raw = json.loads(
+                text,
+                parse_float=Decimal if self._decimals else None,
+                parse_constant=_refuse_constant,
+            )
+        except ValueError as exc:
+            raise self._error(action, "stats", f"is not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise self._error(action, "stats", "is not a JSON object")
+        records = raw.get(NUM_RECORDS)
+        if records is not None and (type(records) is not int or not 0 <= records <= INT64_MAX):
+            raise self._error(
+                action, f"stats.{NUM_RECORDS}", f"must be a Long ≥ 0, got {records!r}"
+            )
+        tight = raw.get(TIGHT_BOUNDS)
+        if tight is not None and not isinstance(tight, bool):
+            raise self._error(action, f"stats.{TIGHT_BOUNDS}", f"must be a boolean, got {tight!r}")
+        for key in (MIN_VALUES, MAX_VALUES):
+            if key in raw:
+                self._walk(action, f"stats.{key}", raw[key], self._min_max)
+        if NULL_COUNT in raw:
+            self._walk(action, f"stats.{NULL_COUNT}", raw[NULL_COUNT], self._null_count)
+        return records
+
+    def _walk(self, action: FileAction, where: str, value: Any, checks: _Checks | None) -> None:
+        if value is None:
+            return
+        if not isinstance(value, dict):
+            raise self._error(action, where, f"must be an object of columns, got {value!r}")
+        if checks is None:
+            return
+        for name, item in value.items():
+            check = checks.get(name)
+            if check is None or item is None:
+                continue  # not a column with statistics: readers ignore it
+            if isinstance(check, dict):
+                self._walk(action, f"{where}.{name}", item, check)
+            elif isinstance(item, dict) or check(item) is None:
+                raise self._error(
+                    action, f"{where}.{name}", f"value {item!r} does not fit the column's type"
+                )
+
+    @staticmethod
+    def _error(action: FileAction, name: str, reason: str) -> InvalidStatisticsError:
+        field = f"{action.action_name}.{name}"
+        return InvalidStatisticsError(
+            f"{field} of {action.path!r} {reason}", field=field, path=action.path
+        )
+
+
+_Check = Callable[[Any], Any]
+_Checks = dict[str, "_Check | _Checks"]
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _has_decimal(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_decimal(arrow_type):
+        return True
+    if pa.types.is_struct(arrow_type):
+        return any(_has_decimal(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    return False
+
+
+def _child_checks(struct: pa.StructType, name: str, *, counts: bool = False) -> _Checks | None:
+    index = struct.get_field_index(name)
+    return None if index < 0 else _checks_of(struct.field(index).type, counts=counts)
+
+
+def _count(value: Any) -> Any:
+    """A null count: an integer ≥ 0 that fits a Long (None otherwise)."""
+    return value if type(value) is int and 0 <= value <= INT64_MAX else None
+
+
+def _checks_of(struct: pa.DataType, *, counts: bool) -> _Checks:
+    out: _Checks = {}
+    for i in range(struct.num_fields):
+        child = struct.field(i)
+        if pa.types.is_struct(child.type):
+            out[child.name] = _checks_of(child.type, counts=counts)
+        else:
+            out[child.name] = _count if counts else value_coercer(child.type)
+    return out
+
+
+# --- deletion vectors ---------------------------------------------------------------
+
+
+def _check_deletion_vector(
+    action: AddFile | RemoveFile,
+    dv: DeletionVectorDescriptor,
+    *,
+    table_root: str | None,
+    root: str,
+    allow_external: bool,
+    num_records: int | None,
+) -> None:
+    def refuse(name: str, reason: str) -> InvalidFileActionError:
+        return _refuse(action, f"deletionVector.{name}", reason)
+
+    kind = dv.storage_type
+    if kind not in ("u", "i", "p"):
+        raise refuse("storageType", f"{kind!r} is not one of 'u', 'i', 'p'")
+    size, cardinality, offset = dv.size_in_bytes, dv.cardinality, dv.offset
+    if type(size) is not int or not 0 < size <= INT32_MAX:
+        raise refuse("sizeInBytes", f"must be an Int > 0, got {size!r}")
+    if type(cardinality) is not int or not 0 <= cardinality <= INT64_MAX:
+        raise refuse("cardinality", f"must be a Long ≥ 0, got {cardinality!r}")
+    if offset is not None and (type(offset) is not int or not 0 <= offset <= INT32_MAX):
+        raise refuse("offset", f"must be an Int ≥ 0, got {offset!r}")
+    if num_records is not None and cardinality > num_records:
+        raise refuse(
+            "cardinality", f"{cardinality} deleted rows exceed the file's {num_records} records"
+        )
+    text = dv.path_or_inline_dv
+    if not isinstance(text, str) or not text:
+        raise refuse("pathOrInlineDv", "is empty")
+    if kind == "i":
+        if offset is not None:
+            raise refuse("offset", "must be absent for an inline deletion vector")
+        try:
+            rows = decode_bitmap(z85.decode_padded(text, size))
+        except (DeletionVectorError, CorruptLogError, ValueError) as exc:
+            raise refuse(
+                "pathOrInlineDv", f"is not an inline bitmap of {size} bytes: {exc}"
+            ) from None
+        if len(rows) != cardinality:
+            raise refuse("cardinality", f"is {cardinality} but the bitmap holds {len(rows)} rows")
+    elif kind == "u":
+        cut = len(text) - z85.UUID_ENCODED_LENGTH
+        try:
+            uuid_ok = cut >= 0 and isinstance(z85.decode_uuid(text[cut:]), uuid.UUID)
+        except (DeletionVectorError, ValueError):
+            uuid_ok = False
+        if not uuid_ok:
+            raise refuse("pathOrInlineDv", f"{text!r} does not end in a Z85-encoded UUID")
+        if cut:
+            check_path(
+                text[:cut],
+                field=f"{action.action_name}.deletionVector.pathOrInlineDv",
+                table_root=table_root or _NO_ROOT,
+                allow_external=False,
+                root=root,
+            )
+    else:
+        check_path(
+            text,
+            field=f"{action.action_name}.deletionVector.pathOrInlineDv",
+            table_root=table_root or _NO_ROOT,
+            allow_external=allow_external,
+            root=root,
+        )
+
+
+# --- partition values ---------------------------------------------------------------
+
+
+class _PartitionChecker:
+    def __init__(self, config: TableConfiguration) -> None:
+        self.types: dict[str, DataType] = {
+            config.physical_name(f): f.type for f in config.partition_fields
+        }
+        self.keys = set(self.types)
+        self._parsed: set[tuple[str, str | None]] = set()
+
+    def check(self, action: FileAction, values: dict[str, str | None]) -> None:
+        if values.keys() != self.keys:
+            keys = set(values)
+            missing, extra = sorted(self.keys - keys), sorted(keys - self.keys)
+            raise _refuse(
+                action,
+                "partitionValues",
+                f"has keys {sorted(keys)}, expected the partition columns "
+                f"{sorted(self.keys)} (missing {missing}, unexpected {extra})",
+            )
+        for key, text in values.items():
+            if (key, text) in self._parsed:
+                continue
+            try:
+                parse_partition_value(text, self.types[key])
+            except (CorruptLogError, SchemaError, ValueError, ArithmeticError) as exc:
+                raise _refuse(
+                    action,
+                    f"partitionValues.{key}",
+                    f"value {text!r} does not parse as {self.types[key]}: {exc}",
+                ) from None
+            self._parsed.add((key, text))
+
+
+# --- the whole commit ---------------------------------------------------------------
+
+
+def file_path_keys(
+    actions: Sequence[Action],
+    *,
+    table_root: str | None,
+    allow_external: bool,
+) -> dict[int, str]:
+    """Check every file action's ``path`` (:mod:`raydelta.protocol.commit_paths`);
+    the key of each, by the action's index in ``actions``.
+
+    ``table_root`` None: no absolute URI is under the root (each needs
+    ``allow_external``).
+    """
+    root_text = table_root if table_root is not None else _NO_ROOT
+    keys: dict[int, str] = {}
+    for kind in (AddFile, RemoveFile, AddCDCFile):
+        chosen = [i for i, a in enumerate(actions) if type(a) is kind]
+        if not chosen:
+            continue
+        found = check_file_paths(
+            [actions[i].path for i in chosen],  # type: ignore[union-attr]
+            field=f"{kind.action_name}.path",
+            table_root=root_text,
+            allow_external=allow_external,
+        )
+        keys.update(zip(chosen, found, strict=True))
+    return keys
+
+
+def check_file_values(
+    actions: Sequence[Action],
+    config: TableConfiguration,
+    *,
+    table_root: str | None,
+    allow_external: bool,
+) -> None:
+    """Check every file action's values other than ``path`` (module doc) against
+    the table configuration after the commit."""
+    files = [a for a in actions if isinstance(a, (AddFile, RemoveFile, AddCDCFile))]
+    if not files:
+        return
+    root = canonical_root(table_root if table_root is not None else _NO_ROOT)
+    stats = StatsChecker(config)
+    partitions = _PartitionChecker(config)
+    for action in files:
+        _long(action, "size", action.size, minimum=0)
+        if isinstance(action, AddCDCFile):
+            if action.partition_values:
+                partitions.check(action, action.partition_values)
+            continue
+        records = stats.check(action, action.stats) if action.stats else None
+        _long(action, "baseRowId", action.base_row_id, minimum=0)
+        _long(action, "defaultRowCommitVersion", action.default_row_commit_version, minimum=0)
+        if isinstance(action, AddFile):
+            _long(action, "modificationTime", action.modification_time, minimum=None)
+            partitions.check(action, action.partition_values)
+        else:
+            _long(action, "deletionTimestamp", action.deletion_timestamp, minimum=None)
+            if action.partition_values:
+                partitions.check(action, action.partition_values)
+        if action.deletion_vector is not None:
+            _check_deletion_vector(
+                action,
+                action.deletion_vector,
+                table_root=table_root,
+                root=root,
+                allow_external=allow_external,
+                num_records=records,
+            )
