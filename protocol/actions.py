@@ -24,12 +24,16 @@ Invariants:
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
 from raydelta.protocol.errors import CorruptLogError
+
+Long = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+"""The spec's ``long``: a JSON number outside int64 is not a valid value (it
+could not be put in a checkpoint or an Arrow table either)."""
 
 
 class ActionModel(BaseModel):
@@ -61,7 +65,7 @@ class Metadata(ActionModel):
     # as delta-spark does.
     schema_string: str | None = Field(default=None, alias="schemaString")
     partition_columns: list[str] = Field(default_factory=list, alias="partitionColumns")
-    created_time: int | None = Field(default=None, alias="createdTime")
+    created_time: Long | None = Field(default=None, alias="createdTime")
     configuration: dict[str, str] = Field(default_factory=dict)
 
 
@@ -79,14 +83,14 @@ class AddFile(ActionModel):
 
     path: str
     partition_values: dict[str, str | None] = Field(default_factory=dict, alias="partitionValues")
-    size: int
-    modification_time: int = Field(alias="modificationTime")
+    size: Long
+    modification_time: Long = Field(alias="modificationTime")
     data_change: bool = Field(default=True, alias="dataChange")
     stats: str | None = None
     tags: dict[str, str | None] | None = None
     deletion_vector: DeletionVectorDescriptor | None = Field(default=None, alias="deletionVector")
-    base_row_id: int | None = Field(default=None, alias="baseRowId")
-    default_row_commit_version: int | None = Field(default=None, alias="defaultRowCommitVersion")
+    base_row_id: Long | None = Field(default=None, alias="baseRowId")
+    default_row_commit_version: Long | None = Field(default=None, alias="defaultRowCommitVersion")
     clustering_provider: str | None = Field(default=None, alias="clusteringProvider")
 
     @property
@@ -109,16 +113,16 @@ class RemoveFile(ActionModel):
     action_name: ClassVar[str] = "remove"
 
     path: str
-    deletion_timestamp: int | None = Field(default=None, alias="deletionTimestamp")
+    deletion_timestamp: Long | None = Field(default=None, alias="deletionTimestamp")
     data_change: bool = Field(default=True, alias="dataChange")
     extended_file_metadata: bool | None = Field(default=None, alias="extendedFileMetadata")
     partition_values: dict[str, str | None] | None = Field(default=None, alias="partitionValues")
-    size: int | None = None
+    size: Long | None = None
     stats: str | None = None
     tags: dict[str, str | None] | None = None
     deletion_vector: DeletionVectorDescriptor | None = Field(default=None, alias="deletionVector")
-    base_row_id: int | None = Field(default=None, alias="baseRowId")
-    default_row_commit_version: int | None = Field(default=None, alias="defaultRowCommitVersion")
+    base_row_id: Long | None = Field(default=None, alias="baseRowId")
+    default_row_commit_version: Long | None = Field(default=None, alias="defaultRowCommitVersion")
 
     @property
     def dv_unique_id(self) -> str | None:
@@ -130,7 +134,7 @@ class AddCDCFile(ActionModel):
 
     path: str
     partition_values: dict[str, str | None] = Field(default_factory=dict, alias="partitionValues")
-    size: int
+    size: Long
     data_change: bool = Field(default=False, alias="dataChange")
     tags: dict[str, str | None] | None = None
 
@@ -139,8 +143,8 @@ class Txn(ActionModel):
     action_name: ClassVar[str] = "txn"
 
     app_id: str = Field(alias="appId")
-    version: int
-    last_updated: int | None = Field(default=None, alias="lastUpdated")
+    version: Long
+    last_updated: Long | None = Field(default=None, alias="lastUpdated")
 
 
 class CommitInfo(ActionModel):
@@ -148,8 +152,8 @@ class CommitInfo(ActionModel):
 
     action_name: ClassVar[str] = "commitInfo"
 
-    timestamp: int | None = None
-    in_commit_timestamp: int | None = Field(default=None, alias="inCommitTimestamp")
+    timestamp: Long | None = None
+    in_commit_timestamp: Long | None = Field(default=None, alias="inCommitTimestamp")
     operation: str | None = None
     operation_parameters: dict[str, Any] | None = Field(default=None, alias="operationParameters")
     txn_id: str | None = Field(default=None, alias="txnId")
@@ -170,15 +174,15 @@ class Sidecar(ActionModel):
     action_name: ClassVar[str] = "sidecar"
 
     path: str
-    size_in_bytes: int = Field(alias="sizeInBytes")
-    modification_time: int = Field(alias="modificationTime")
+    size_in_bytes: Long = Field(alias="sizeInBytes")
+    modification_time: Long = Field(alias="modificationTime")
     tags: dict[str, str | None] | None = None
 
 
 class CheckpointMetadata(ActionModel):
     action_name: ClassVar[str] = "checkpointMetadata"
 
-    version: int
+    version: Long
     tags: dict[str, str | None] | None = None
 
 

@@ -92,9 +92,9 @@ class DeletionVectorDescriptor(BaseModel):
 
     storage_type: StorageType = Field(alias="storageType")
     path_or_inline_dv: str = Field(alias="pathOrInlineDv")
-    offset: int | None = Field(default=None, ge=0)
-    size_in_bytes: int = Field(alias="sizeInBytes", ge=0)
-    cardinality: int = Field(ge=0)
+    offset: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    size_in_bytes: int = Field(alias="sizeInBytes", ge=0, le=2**31 - 1)
+    cardinality: int = Field(ge=0, le=2**63 - 1)
 
     @classmethod
     def parse(cls, value: dict[str, Any]) -> DeletionVectorDescriptor:

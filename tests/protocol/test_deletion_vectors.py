@@ -139,7 +139,7 @@ def test_unique_id() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.sampled_from("uip"), st.text(max_size=30), st.none() | st.integers(0, 2**31))
+@given(st.sampled_from("uip"), st.text(max_size=30), st.none() | st.integers(0, 2**31 - 1))
 def test_unique_id_of_matches_property(storage: str, path: str, offset: int | None) -> None:
     descriptor = DeletionVectorDescriptor.model_validate(
         {"storageType": storage, "pathOrInlineDv": path, "offset": offset}
