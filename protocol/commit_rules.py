@@ -22,7 +22,7 @@ broken. The rules (PROTOCOL.md sections in brackets):
 - a protocol naming features raydelta cannot write (reader or writer) is
   refused (``ensure_writable``) → :class:`UnsupportedTableFeatureException`;
 - a ``metaData`` action yields a valid table configuration: the schema
-  parses, partition columns exist and are distinct, and every known table
+  parses into types raydelta knows, partition columns exist and are distinct, and every known table
   property with a parser parses (``TableConfiguration.validate_properties``:
   ``delta.logRetentionDuration = "soon"`` is refused)
   → :class:`InvalidMetadataChangeError`;
@@ -106,6 +106,7 @@ from raydelta.protocol.errors import (
 )
 from raydelta.protocol.file_action_rules import check_file_values, file_path_keys
 from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN
+from raydelta.protocol.schema import ArrayType, DataType, MapType, StructType, UnknownType
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import (
     DELETION_VECTORS,
@@ -202,6 +203,23 @@ def _check_protocol_change(new: Protocol, current: Protocol | None) -> None:
         raise ProtocolDowngradeError(f"the protocol may not drop table features {dropped}")
 
 
+def _check_known_types(dtype: DataType, path: tuple[str, ...]) -> None:
+    """A schema a writer commits names only types raydelta knows (a reader keeps
+    unknown ones as data; a writer that does not know a type cannot keep its rules)."""
+    if isinstance(dtype, UnknownType):
+        raise InvalidMetadataChangeError(
+            f"invalid metadata: column {'.'.join(path) or '<root>'!r} has unknown type {dtype}"
+        )
+    if isinstance(dtype, StructType):
+        for f in dtype.fields:
+            _check_known_types(f.type, (*path, f.name))
+    elif isinstance(dtype, ArrayType):
+        _check_known_types(dtype.element_type, (*path, "element"))
+    elif isinstance(dtype, MapType):
+        _check_known_types(dtype.key_type, (*path, "key"))
+        _check_known_types(dtype.value_type, (*path, "value"))
+
+
 def _configuration(protocol: Protocol, metadata: Metadata) -> TableConfiguration:
     try:
         return TableConfiguration(protocol, metadata)
@@ -264,6 +282,7 @@ def validate_commit(
             after.validate_properties()
         except InvalidTableError as exc:
             raise InvalidMetadataChangeError(f"invalid metadata: {exc}") from exc
+        _check_known_types(after.schema, ())
 
     keys: dict[int, str] | None = None
     allow_external = after.allow_external_files and (before is None or before.allow_external_files)
