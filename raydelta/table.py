@@ -48,9 +48,7 @@ from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
 
 if TYPE_CHECKING:
     from raydelta.actors.checkpoint_results import CheckpointSummary
-    from raydelta.storage.data_writer import (  # type: ignore[import-not-found,unused-ignore]
-        WriteResult,
-    )
+    from raydelta.storage.data_writer import WriteResult
     from raydelta.storage.metadata_cleanup import MetadataCleanupReport
     from raydelta.storage.vacuum import VacuumReport
 
@@ -79,6 +77,7 @@ def create_table(
     name: str | None = None,
     description: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    use_channel: bool | None = None,
 ) -> Table:
     """Create a Delta table at ``uri`` (version 0) and return its handle.
 
@@ -93,7 +92,7 @@ def create_table(
     missing = [c for c in partition_by if c not in schema.names]
     if missing:
         raise InvalidArgumentError(f"partition columns {missing} are not in the schema")
-    table = Table.open(uri, storage_options=storage_options)
+    table = Table.open(uri, storage_options=storage_options, use_channel=use_channel)
     try:
         commit_create(
             table,
@@ -109,10 +108,17 @@ def create_table(
     return table
 
 
-def open_table(uri: str, *, storage_options: dict[str, Any] | None = None) -> Table:
+def open_table(
+    uri: str, *, storage_options: dict[str, Any] | None = None, use_channel: bool | None = None
+) -> Table:
     """The handle of the existing table at ``uri`` (its actor is started if none
-    runs); raises :class:`TableNotFoundError` when there is no table."""
-    table = Table.open(uri, storage_options=storage_options)
+    runs); raises :class:`TableNotFoundError` when there is no table.
+
+    ``use_channel=True`` sends the small hot calls (commit, head) over the
+    actor's direct, authenticated socket instead of Ray (opt-in; also
+    ``RAYDELTA_CHANNEL=1``): faster commits, and every call falls back to Ray
+    when the socket fails (exactly once by the commit's ``txnId``)."""
+    table = Table.open(uri, storage_options=storage_options, use_channel=use_channel)
     if table.version() < 0:
         raise TableNotFoundError(f"no Delta table at {table.uri}")
     return table
@@ -161,10 +167,7 @@ class Table(TableClient):
         self, data: Any, *, mode: str, schema_mode: SchemaMode | None, where: str | None
     ) -> int:
         from raydelta.progress import Bar
-        from raydelta.storage.data_writer import (  # type: ignore[import-not-found,unused-ignore]
-            check_writable,
-            write_data,
-        )
+        from raydelta.storage.data_writer import check_writable, write_data
 
         # an append needs the protocol and metadata only; an overwrite the files too
         snapshot = self.snapshot() if mode == "Overwrite" else None
