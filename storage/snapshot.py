@@ -169,17 +169,22 @@ def _read_units(store: LogStore, segment: LogSegment) -> list[tuple[LogFile, lis
     """Each replay unit of ``segment`` with its parsed actions.
 
     A log compaction file is an optimization over commits that are in the
-    segment too: one that cannot be parsed is replaced by those commits. A
-    commit version holding two different ``metaData`` (or ``protocol``)
-    actions breaks the spec ("at most one metadata action in a given
-    version") and has no single meaning: :class:`CorruptLogError`.
+    segment too: one that cannot be parsed, or that parses to no action at all
+    (a whitespace-only file would silently drop every action of the commits
+    it covers), is replaced by those commits. A commit version holding two
+    different ``metaData`` (or ``protocol``) actions breaks the spec ("at most
+    one metadata action in a given version") and has no single meaning:
+    :class:`CorruptLogError`.
     """
     units = segment.replay_units()
+    compacted = any(u.kind is LogFileKind.COMPACTION for u in units)
+    read: list[tuple[LogFile, list[Action]]] | None = None
     try:
         read = list(zip(units, read_commits(store, units), strict=True))
     except CorruptLogError:
-        if not any(u.kind is LogFileKind.COMPACTION for u in units):
+        if not compacted:
             raise
+    if read is None or any(u.kind is LogFileKind.COMPACTION and not a for u, a in read):
         units = list(segment.commits)
         read = list(zip(units, read_commits(store, units), strict=True))
     for unit, actions in read:
