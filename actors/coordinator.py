@@ -71,6 +71,7 @@ from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN, high_water_mark_
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION
 from raydelta.protocol.winning_commits import WinningCommit
+from raydelta.storage.data_files import table_root_key_of
 from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
 
@@ -128,6 +129,8 @@ class CommitCoordinator:
     ) -> None:
         self.table_uri = table_uri
         self.store = store or log_store_for(table_uri, storage_options)
+        # The root as log paths are compared against it (file_actions.canonical_path).
+        self._root_key = table_root_key_of(self.store.fs, self.store.table_root)
         self.window_size = window
         self._window: deque[CommittedVersion] = deque(maxlen=window)
         self._txn_versions: dict[str, int] = {}
@@ -171,7 +174,7 @@ class CommitCoordinator:
         try:
             snapshot = load_snapshot_from_store(self.table_uri, self.store)
         except TableNotFoundError:
-            self._files_base = self._head = TableState()
+            self._files_base = self._head = TableState(table_root=self._root_key)
             self._last_ict = None
             return
         self._files_base = self._head = snapshot.state
@@ -327,7 +330,7 @@ class CommitCoordinator:
             raise TableAlreadyExistsError(
                 f"a Delta table already exists at {self.table_uri}"
             ) from None
-        self._files_base = TableState()
+        self._files_base = TableState(table_root=self._root_key)
         entry = self._apply(0, actions)
         return CommitCommitted(
             txn_id=request.txn_id,
@@ -436,7 +439,11 @@ class CommitCoordinator:
                     return self._already(request, winner.version)
             winning = [w.winning_commit for w in winners]
             check_conflicts(
-                request.read_set, list(request.actions), winning, read_configuration=read_config
+                request.read_set,
+                list(request.actions),
+                winning,
+                read_configuration=read_config,
+                table_root=self._root_key,
             )
             latest = self.table_configuration
             after = (

@@ -45,7 +45,7 @@ from raydelta.protocol.actions import (
 )
 from raydelta.protocol.checkpoint_schema import CheckpointLayout
 from raydelta.protocol.errors import MissingMetadataError, MissingProtocolError
-from raydelta.protocol.file_actions import FileKey, action_key
+from raydelta.protocol.file_actions import FileKey, action_key, canonical_path, odd_path_rows
 from raydelta.protocol.reconciliation import TableState
 from raydelta.protocol.table_configuration import TableConfiguration
 
@@ -99,18 +99,25 @@ def dv_unique_ids(deletion_vectors: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(valid, unique, pa.nulls(len(unique), pa.string()))
 
 
-def canonical_paths(paths: pa.Array) -> pa.Array:
-    """:func:`raydelta.protocol.file_actions.canonical_path` of every value, vectorized."""
-    if not pc.any(pc.starts_with(paths, "file:")).as_py():
+def canonical_paths(paths: pa.Array, table_root: str | None = None) -> pa.Array:
+    """:func:`raydelta.protocol.file_actions.canonical_path` of every value:
+    plain relative paths as they are (vectorized), the odd ones (encoded,
+    absolute, URIs) decoded one by one."""
+    odd = odd_path_rows(paths)
+    if not odd:
         return paths
-    paths = pc.replace_substring_regex(paths, pattern="^file:///", replacement="/")
-    return pc.replace_substring_regex(paths, pattern="^file:(/[^/]|/$|[^/]|$)", replacement="\\1")
+    positions = pa.array(odd, pa.int64())
+    fixed = [canonical_path(p, table_root) for p in pc.take(paths, positions).to_pylist()]
+    mask = [False] * len(paths)
+    for row in odd:
+        mask[row] = True
+    return pc.replace_with_mask(paths, pa.array(mask, pa.bool_()), pa.array(fixed, pa.string()))
 
 
-def key_strings(table: pa.Table) -> pa.Array:
+def key_strings(table: pa.Table, table_root: str | None = None) -> pa.Array:
     """The key string of every row of a canonical ``add``/``remove`` table (its
-    path in canonical spelling, so ``file:/x`` and ``/x`` shard together)."""
-    paths = canonical_paths(table.column("path").combine_chunks().cast(pa.string()))
+    path in canonical spelling, so ``file:/x``, ``/x`` and ``%2Fx`` shard together)."""
+    paths = canonical_paths(table.column("path").combine_chunks().cast(pa.string()), table_root)
     if "deletionVector" not in table.column_names:
         return paths
     dv_ids = dv_unique_ids(table.column("deletionVector"))

@@ -108,6 +108,7 @@ from raydelta.protocol.errors import (
     ProtocolChangedException,
 )
 from raydelta.protocol.events import IsolationLevel, ReadSet
+from raydelta.protocol.file_actions import canonical_path
 from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN
 from raydelta.protocol.schema import (
@@ -212,11 +213,13 @@ class _Own:
     domains: frozenset[str]
 
     @classmethod
-    def of(cls, actions: Sequence[Action]) -> _Own:
+    def of(cls, actions: Sequence[Action], table_root: str | None) -> _Own:
         return cls(
             protocol=next((a for a in actions if isinstance(a, Protocol)), None),
             metadata=next((a for a in actions if isinstance(a, Metadata)), None),
-            removed={a.path: a for a in actions if isinstance(a, RemoveFile)},
+            removed={
+                canonical_path(a.path, table_root): a for a in actions if isinstance(a, RemoveFile)
+            },
             app_ids=frozenset(a.app_id for a in actions if isinstance(a, Txn)),
             domains=frozenset(a.domain for a in actions if isinstance(a, DomainMetadata)),
         )
@@ -230,6 +233,7 @@ class _Context:
     partition_columns: tuple[str, ...]
     column_types: Mapping[str, DataType]
     logical_names: Mapping[str, str]  # physical partition key -> logical column name
+    table_root: str | None = None  # file_actions.table_root_key spelling, when known
 
     def logical(self, values: Mapping[str, str | None] | None) -> dict[str, str | None] | None:
         if values is None:
@@ -478,10 +482,11 @@ def _check_winner(
             )
 
     read = ctx.read_set
-    read_paths = {f.path: f for f in read.files_read}
+    root = ctx.table_root
+    read_paths = {canonical_path(f.path, root): f for f in read.files_read}
     for removed in winner.removed_files:
-        if removed.path in read_paths:
-            ref = read_paths[removed.path]
+        ref = read_paths.get(canonical_path(removed.path, root))
+        if ref is not None:
             where = ctx.where(ref.partition_values or removed.partition_values)
             raise ConcurrentDeleteReadException(
                 f"a concurrent commit at version {version} removed file "
@@ -514,8 +519,8 @@ def _check_winner(
                 )
 
     for removed in winner.removed_files:
-        if removed.path in ctx.own.removed:
-            mine = ctx.own.removed[removed.path]
+        mine = ctx.own.removed.get(canonical_path(removed.path, root))
+        if mine is not None:
             where = ctx.where(mine.partition_values or removed.partition_values)
             raise ConcurrentDeleteDeleteException(
                 f"a concurrent commit at version {version} already removed file "
@@ -535,8 +540,14 @@ def check_conflicts(
     read_configuration: TableConfiguration | None = None,
     read_protocol: Protocol | None = None,
     read_metadata: Metadata | None = None,
+    table_root: str | None = None,
 ) -> None:
     """Raise the typed exception of the first conflict with ``winners``, or return.
+
+    Paths are compared in their canonical spelling
+    (:func:`raydelta.protocol.file_actions.canonical_path`, decoded once);
+    with ``table_root`` (``file_actions.table_root_key``), an absolute URI
+    under the root and the relative path name one file.
 
     ``winners`` are the commits after ``read_set.read_version`` (any order;
     checked ascending). ``read_configuration`` is the table at the read
@@ -568,11 +579,12 @@ def check_conflicts(
         partition_columns = read_metadata.partition_columns
     ctx = _Context(
         read_set=read_set,
-        own=_Own.of(own_actions),
+        own=_Own.of(own_actions, table_root),
         isolation=effective_isolation_level(read_set.isolation_level, own_actions),
         partition_columns=tuple(partition_columns or ()),
         column_types=dict(column_types or {}),
         logical_names=logical_names,
+        table_root=table_root,
     )
     protocol, metadata = read_protocol, read_metadata
     for winner in sorted(winners, key=lambda w: w.version):

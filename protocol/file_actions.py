@@ -6,14 +6,21 @@ Invariants:
   sidecars) is normalised to it before reconciliation, so the rest of the
   code never sees writer-specific column orders or integer widths.
 - Normalising never invents data: a field absent at the source is null.
-- The logical-file key is ``(path, deletionVector.uniqueId)``; :func:`file_key`
-  is the only place that forms it.
+- The logical-file key is ``(canonical path, deletionVector.uniqueId)``;
+  :func:`file_key` / :func:`action_key` / :func:`table_keys` are the only
+  places that form it, and :func:`canonical_path` is the one spelling of a
+  path everywhere paths are compared (reconciliation, conflicts, checkpoint
+  keys; VACUUM resolves paths with the same decoding in
+  ``cleanup_rules.resolve_path``): percent-decoded once, local ``file:``
+  URIs folded to ``/x``, absolute paths inside the table root made relative.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,38 +76,102 @@ REMOVE_SCHEMA = pa.schema(list(REMOVE_TYPE))
 FileKey = tuple[str, str | None]
 
 
-def canonical_path(path: str) -> str:
-    """One spelling of a path for keying: ``file:/x``, ``file:///x`` and ``/x``
-    name the same local file (delta-spark canonicalizes them the same way).
-    Relative paths and other schemes are kept as written."""
-    if path.startswith("file:"):
-        rest = path[5:]
-        if rest.startswith("//"):
-            rest = rest[2:]
-            if not rest.startswith("/"):  # file://host/x: keep the authority
-                return path
-        return rest
-    return path
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+_ODD_PATH_PATTERN = r"%|^/|^[A-Za-z][A-Za-z0-9+.-]+:"
+"""Raw paths that :func:`canonical_path` may respell: encoded, absolute or URIs."""
 
 
-def path_spellings(path: str) -> tuple[str, ...]:
-    """Every spelling :func:`canonical_path` maps to the same key as ``path``."""
-    canonical = canonical_path(path)
-    if canonical.startswith("/"):
-        return (canonical, "file:" + canonical, "file://" + canonical)
-    return (canonical,)
+def canonical_path(path: str, table_root: str | None = None) -> str:
+    """The one spelling of a log ``path`` used wherever paths are compared.
+
+    The spec makes ``path`` a URI "which needs to be decoded to get the data
+    file path": percent-encoding is decoded exactly once, here, for every
+    spelling (so ``%61.parquet`` is ``a.parquet`` and ``a%2520b`` is
+    ``a%20b``). ``file:/x``, ``file:///x``, ``file://localhost/x`` and ``/x``
+    are the local file ``/x``; other schemes keep ``scheme://authority/``
+    (scheme lower-cased). With ``table_root`` (a spelling made by
+    :func:`table_root_key`), an absolute path inside the root becomes the
+    path relative to it, so a file referenced relatively and by an absolute
+    URI under the root is one file. Without it, relative and absolute
+    spellings stay distinct (the caller does not know the root).
+    """
+    match = _SCHEME_RE.match(path)
+    if match is None:
+        decoded = unquote(path)
+    else:
+        scheme = match.group(1).lower()
+        rest = path[match.end() :]
+        if scheme == "file":
+            if rest.startswith("//"):
+                authority, slash, tail = rest[2:].partition("/")
+                if authority not in ("", "localhost"):
+                    return f"file://{authority}/{unquote(tail)}"
+                rest = "/" + tail if slash or authority else rest[2:]
+            decoded = unquote(rest)
+        else:
+            decoded = f"{scheme}:{unquote(rest)}"
+    if table_root and decoded.startswith(table_root + "/"):
+        return decoded[len(table_root) + 1 :]
+    return decoded
 
 
-def file_key(path: str, dv: dict[str, Any] | None) -> FileKey:
+def table_root_key(root_uri: str) -> str:
+    """The spelling of a table root that :func:`canonical_path` compares
+    against: decoded, without a trailing slash (``file:///data/t/`` and
+    ``/data/t`` give ``/data/t``). ``root_uri`` must be absolute."""
+    canonical = canonical_path(root_uri.rstrip("/") or "/")
+    return canonical.rstrip("/")
+
+
+def path_spellings(path: str, table_root: str | None = None) -> tuple[str, ...]:
+    """Common raw spellings of the file whose canonical path is ``path``: the
+    fast, exact-match candidates of a lookup. Not every spelling (any byte
+    may be percent-encoded): :func:`rows_with_canonical_paths` finds the rest."""
+    spellings = {path, quote(path, safe="/=:")}
+    absolute = f"{table_root}/{path}" if table_root and not _SCHEME_RE.match(path) else path
+    if absolute.startswith("/"):
+        for variant in (absolute, quote(absolute, safe="/=")):
+            spellings.update((variant, "file:" + variant, "file://" + variant))
+    return tuple(sorted(spellings))
+
+
+def odd_path_rows(paths: pa.Array | pa.ChunkedArray) -> list[int]:
+    """Rows whose raw path is percent-encoded, absolute or a URI: the only
+    rows whose canonical spelling can differ from the raw one."""
+    mask = pc.match_substring_regex(paths, _ODD_PATH_PATTERN)
+    return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()  # type: ignore[no-any-return]
+
+
+def rows_with_canonical_paths(
+    paths: pa.Array | pa.ChunkedArray, wanted: set[str], table_root: str | None = None
+) -> list[int]:
+    """Row numbers of ``paths`` whose canonical spelling is in ``wanted``
+    (vectorized for plain relative paths, one decode per odd row)."""
+    if not wanted or len(paths) == 0:
+        return []
+    plain = pc.indices_nonzero(
+        pc.fill_null(pc.is_in(paths, value_set=pa.array(sorted(wanted), pa.string())), False)
+    ).to_pylist()
+    rows = set(plain)
+    odd = odd_path_rows(paths)
+    if odd:
+        values = pc.take(paths, pa.array(odd, pa.int64())).to_pylist()
+        rows.update(
+            r for r, p in zip(odd, values, strict=True) if canonical_path(p, table_root) in wanted
+        )
+    return sorted(rows)
+
+
+def file_key(path: str, dv: dict[str, Any] | None, table_root: str | None = None) -> FileKey:
     """The logical-file key of an action given its path and DV descriptor dict."""
-    path = canonical_path(path)
+    path = canonical_path(path, table_root)
     if dv is None:
         return (path, None)
     return (path, unique_id_of(dv["storageType"], dv["pathOrInlineDv"], dv.get("offset")))
 
 
-def action_key(action: AddFile | RemoveFile) -> FileKey:
-    return (canonical_path(action.path), action.dv_unique_id)
+def action_key(action: AddFile | RemoveFile, table_root: str | None = None) -> FileKey:
+    return (canonical_path(action.path, table_root), action.dv_unique_id)
 
 
 def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
@@ -200,15 +271,17 @@ def json_bodies_to_table(bodies: Iterable[dict[str, Any]], schema: pa.Schema) ->
     return pa.Table.from_pylist(list(bodies), schema=schema)
 
 
-def table_keys(table: pa.Table, indices: Iterable[int] | None = None) -> list[FileKey]:
+def table_keys(
+    table: pa.Table, indices: Iterable[int] | None = None, table_root: str | None = None
+) -> list[FileKey]:
     """Logical-file keys of rows of a canonical table (all rows, or ``indices``)."""
     if indices is not None:
         table = table.take(pa.array(list(indices), type=pa.int64()))
     paths = table.column("path").to_pylist()
     if table.column("deletionVector").null_count == table.num_rows:
-        return [(canonical_path(p), None) for p in paths]
+        return [(canonical_path(p, table_root), None) for p in paths]
     dvs = table.column("deletionVector").to_pylist()
-    return [file_key(p, dv) for p, dv in zip(paths, dvs, strict=True)]
+    return [file_key(p, dv, table_root) for p, dv in zip(paths, dvs, strict=True)]
 
 
 def arrow_to_json(value: Any, data_type: pa.DataType) -> Any:

@@ -16,6 +16,12 @@ carried forward through row drops and appends instead of being rebuilt:
   which is probed by hashing (it is kept small: past ``max(OVERLAY_MIN_ROWS,
   base_rows / 8)`` overlay rows, or as many drops, the index is rebuilt).
 
+Paths are compared in their canonical spelling
+(:func:`raydelta.protocol.file_actions.canonical_path`): the sorted index is
+of raw paths, which for plain relative paths is the canonical spelling; the
+few rows whose raw path is encoded, absolute or a URI are decoded once at
+build time into ``odd_keys``, so a lookup by canonical path finds them too.
+
 Everything here is pure: pyarrow arrays and Python lists, no I/O.
 """
 
@@ -23,10 +29,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from raydelta.protocol.file_actions import canonical_path, odd_path_rows, rows_with_canonical_paths
 
 INDEX_MIN_ROWS = 65_536
 """Tables smaller than this are probed by hashing: an index would not pay."""
@@ -43,12 +51,22 @@ class PathIndex:
     order: pa.Array
     base_rows: int
     dropped: tuple[int, ...] = ()
+    table_root: str | None = None
+    odd_keys: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Canonical path -> build-time rows, for rows whose raw path is odd."""
 
     @classmethod
-    def build(cls, table: pa.Table) -> PathIndex:
+    def build(cls, table: pa.Table, table_root: str | None = None) -> PathIndex:
         paths = table.column("path").combine_chunks()
         order = pc.sort_indices(paths)
-        return cls(table, paths.take(order), order, table.num_rows)
+        odd = odd_path_rows(paths)
+        odd_keys: dict[str, list[int]] = {}
+        if odd:
+            raw = paths.take(pa.array(odd, pa.int64())).to_pylist()
+            for row, path in zip(odd, raw, strict=True):
+                odd_keys.setdefault(canonical_path(path, table_root), []).append(row)
+        keys = {k: tuple(v) for k, v in odd_keys.items()}
+        return cls(table, paths.take(order), order, table.num_rows, (), table_root, keys)
 
     @property
     def live_base_rows(self) -> int:
@@ -63,11 +81,18 @@ class PathIndex:
         overlay = self.table.num_rows - self.live_base_rows
         return overlay <= limit and len(self.dropped) <= limit
 
-    def rows_with_paths(self, paths: Iterable[str]) -> list[int]:
-        """Current row numbers (ascending) of every row whose path is in ``paths``."""
+    def rows_with_paths(self, paths: Iterable[str], canonical: Iterable[str] = ()) -> list[int]:
+        """Current row numbers (ascending) of every row whose raw path is in
+        ``paths`` or whose canonical path is in ``canonical``."""
         wanted = sorted(set(paths))
+        keys = set(canonical)
         rows: list[int] = []
         dropped = self.dropped
+        built_hits = [row for key in keys for row in self.odd_keys.get(key, ())]
+        for built_row in built_hits:
+            at = bisect_left(dropped, built_row)
+            if not (at < len(dropped) and dropped[at] == built_row):
+                rows.append(built_row - at)
         for path in wanted:
             lo = self._first_at_least(path)
             hi = lo
@@ -83,7 +108,11 @@ class PathIndex:
             overlay = self.table.column("path").slice(overlay_start)
             hits = pc.indices_nonzero(pc.is_in(overlay, value_set=pa.array(wanted, pa.string())))
             rows.extend(overlay_start + i for i in hits.to_pylist())
-        return sorted(rows)
+        if self.table.num_rows > overlay_start and keys:
+            overlay = self.table.column("path").slice(overlay_start)
+            found = rows_with_canonical_paths(overlay, keys, self.table_root)
+            rows.extend(overlay_start + i for i in found)
+        return sorted(set(rows))
 
     def after(self, dropped_rows: Iterable[int], result: pa.Table) -> PathIndex:
         """The index of ``result``: this table without ``dropped_rows`` (current
@@ -93,7 +122,15 @@ class PathIndex:
         for row in dropped_rows:
             if row < live_base:  # overlay rows need no bookkeeping
                 insort(built_rows, self._built_row(row))
-        return PathIndex(result, self.sorted_paths, self.order, self.base_rows, tuple(built_rows))
+        return PathIndex(
+            result,
+            self.sorted_paths,
+            self.order,
+            self.base_rows,
+            tuple(built_rows),
+            self.table_root,
+            self.odd_keys,
+        )
 
     def _built_row(self, row: int) -> int:
         """The build-time row number of current base row ``row``."""

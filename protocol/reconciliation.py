@@ -6,7 +6,11 @@ The spec's rules (section "Action Reconciliation"):
 - per ``domain`` the latest ``domainMetadata`` wins; ``removed=true`` is a
   tombstone that hides the domain from readers (kept here so a checkpoint can
   carry it);
-- logical files are keyed by ``(path, deletionVector.uniqueId)``; the newest
+- logical files are keyed by ``(path, deletionVector.uniqueId)``, the path
+  in its canonical spelling (:func:`raydelta.protocol.file_actions.canonical_path`:
+  decoded once, and relative to ``TableState.table_root`` when the state
+  knows its root, so ``a.parquet``, ``%61.parquet`` and
+  ``file:///root/a.parquet`` are one file); the newest
   reference wins; surviving ``add``s are the live files, surviving
   ``remove``s the tombstones.
 
@@ -52,6 +56,7 @@ from raydelta.protocol.file_actions import (
     path_spellings,
     row_to_add,
     row_to_remove,
+    rows_with_canonical_paths,
     table_keys,
 )
 from raydelta.protocol.path_index import PathIndex
@@ -98,6 +103,10 @@ class TableState:
     # exactly those tables, and never shipped to another process.
     adds_index: PathIndex | None = field(default=None, compare=False, repr=False)
     removes_index: PathIndex | None = field(default=None, compare=False, repr=False)
+    table_root: str | None = field(default=None, compare=False)
+    """The table root as :func:`raydelta.protocol.file_actions.table_root_key`
+    spells it; None when unknown (absolute paths then stay distinct from
+    relative ones). Carried to every state folded from this one."""
 
     def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "adds_index": None, "removes_index": None}
@@ -152,6 +161,7 @@ def fold_actions(
     metadata: Metadata | None = None,
     txns: Mapping[str, Txn] | None = None,
     domains: Mapping[str, DomainMetadata] | None = None,
+    table_root: str | None = None,
 ) -> FoldedActions:
     """The spec's reconciliation rules over ``commits`` (oldest first), starting
     from the given protocol, metadata, txns and domains.
@@ -180,7 +190,7 @@ def fold_actions(
                 folded.domains[action.domain] = action
         ordered: list[AddFile | RemoveFile] = [*removes, *adds]
         for file_action in ordered:
-            key = action_key(file_action)
+            key = action_key(file_action, table_root)
             newest.pop(key, None)  # keep insertion order = recency
             newest[key] = file_action
     return folded
@@ -191,33 +201,41 @@ def _drop_keys(
     keys: Mapping[FileKey, object],
     paths: set[str],
     index: PathIndex | None,
+    table_root: str | None = None,
 ) -> tuple[pa.Table, list[int]]:
-    """Rows of ``table`` whose key is not in ``keys`` (candidates found by path,
-    through ``index`` when it describes ``table``), and the dropped row numbers."""
+    """Rows of ``table`` whose key is not in ``keys`` (candidates found by
+    canonical path, through ``index`` when it describes ``table``; ``paths``
+    are the canonical paths of ``keys``), and the dropped row numbers."""
     if not paths or table.num_rows == 0:
         return table, []
     if index is not None and index.describes(table):
-        candidates = index.rows_with_paths(paths)
+        spellings = {s for p in paths for s in path_spellings(p, table_root)}
+        candidates = index.rows_with_paths(spellings, canonical=paths)
     else:
-        path_set = pa.array(list(paths), type=pa.string())
-        candidate_mask = pc.is_in(table.column("path"), value_set=path_set)
-        candidates = pc.indices_nonzero(candidate_mask).to_pylist()
+        candidates = rows_with_canonical_paths(table.column("path"), paths, table_root)
     if not candidates:
         return table, []
-    candidate_keys = table_keys(table, candidates)
+    candidate_keys = table_keys(table, candidates, table_root)
     drop = [index for index, key in zip(candidates, candidate_keys, strict=True) if key in keys]
     result: pa.Table = drop_rows(table, drop)
     return result, drop
 
 
-def _usable_index(table: pa.Table, index: PathIndex | None, wanted: bool) -> PathIndex | None:
+def _usable_index(
+    table: pa.Table, index: PathIndex | None, wanted: bool, table_root: str | None
+) -> PathIndex | None:
     """``index`` if it still describes ``table`` and is worth keeping; a new one
     for a large table when ``wanted``; else None."""
     if not wanted or table.num_rows < path_index.INDEX_MIN_ROWS:
         return None
-    if index is not None and index.describes(table) and index.is_worth_keeping():
+    if (
+        index is not None
+        and index.describes(table)
+        and index.is_worth_keeping()
+        and index.table_root == table_root
+    ):
         return index
-    return PathIndex.build(table)
+    return PathIndex.build(table, table_root)
 
 
 def _fold_files(
@@ -226,8 +244,9 @@ def _fold_files(
     newest: Mapping[FileKey, AddFile | RemoveFile],
     touched_paths: set[str],
     new_rows: pa.Table | None,
+    table_root: str | None,
 ) -> tuple[pa.Table, PathIndex | None]:
-    kept, dropped = _drop_keys(table, newest, touched_paths, index)
+    kept, dropped = _drop_keys(table, newest, touched_paths, index, table_root)
     result = kept if new_rows is None else pa.concat_tables([kept, new_rows])
     if index is None or not index.describes(table):
         return result, None
@@ -250,12 +269,14 @@ def apply_commits(
     """
     commits = list(commits)
     version = commits[-1][0] if commits else base.version
+    root = base.table_root
     folded = fold_actions(
         [actions for _, actions in commits],
         protocol=base.protocol,
         metadata=base.metadata,
         txns=base.txns,
         domains=base.domain_actions,
+        table_root=root,
     )
     protocol, metadata, txns, domains = (
         folded.protocol,
@@ -275,23 +296,26 @@ def apply_commits(
             base.removes,
             base.adds_index,
             base.removes_index,
+            root,
         )
-    touched_paths = {spelling for key in newest for spelling in path_spellings(key[0])}
+    touched_paths = {key[0] for key in newest}
     new_adds = [a for a in newest.values() if isinstance(a, AddFile)]
     new_removes = [r for r in newest.values() if isinstance(r, RemoveFile)]
     adds_table, adds_index = _fold_files(
         base.adds,
-        _usable_index(base.adds, base.adds_index, keep_index),
+        _usable_index(base.adds, base.adds_index, keep_index, root),
         newest,
         touched_paths,
         actions_to_table(new_adds, ADD_SCHEMA) if new_adds else None,
+        root,
     )
     removes_table, removes_index = _fold_files(
         base.removes,
-        _usable_index(base.removes, base.removes_index, keep_index),
+        _usable_index(base.removes, base.removes_index, keep_index, root),
         newest,
         touched_paths,
         actions_to_table(new_removes, REMOVE_SCHEMA) if new_removes else None,
+        root,
     )
     return TableState(
         version,
@@ -303,6 +327,7 @@ def apply_commits(
         removes_table,
         adds_index,
         removes_index,
+        root,
     )
 
 
@@ -311,6 +336,7 @@ def state_from_checkpoint(
     non_file_actions: Iterable[Action],
     adds: pa.Table,
     removes: pa.Table,
+    table_root: str | None = None,
 ) -> TableState:
     """The state a checkpoint describes: its file actions are already reconciled.
 
@@ -318,15 +344,16 @@ def state_from_checkpoint(
     is an ``add`` and a ``remove`` of the same key would break the spec; the
     ``add`` is kept (see :func:`apply_commits`).
     """
-    base = TableState(version=version, adds=adds, removes=removes)
+    root = table_root
+    base = TableState(version=version, adds=adds, removes=removes, table_root=root)
     state = apply_commits(base, [(version, list(non_file_actions))])
     if removes.num_rows and adds.num_rows:
-        live_paths = {canonical_path(p) for p in pc.unique(adds.column("path")).to_pylist()}
-        removed = {canonical_path(p) for p in pc.unique(removes.column("path")).to_pylist()}
-        clash = {s for p in live_paths & removed for s in path_spellings(p)}
+        live_paths = {canonical_path(p, root) for p in pc.unique(adds.column("path")).to_pylist()}
+        removed = {canonical_path(p, root) for p in pc.unique(removes.column("path")).to_pylist()}
+        clash = live_paths & removed
         if clash:
-            live_keys: dict[FileKey, object] = dict.fromkeys(table_keys(adds))
-            state = replace(state, removes=_drop_keys(removes, live_keys, clash, None)[0])
+            live_keys: dict[FileKey, object] = dict.fromkeys(table_keys(adds, None, root))
+            state = replace(state, removes=_drop_keys(removes, live_keys, clash, None, root)[0])
     return state
 
 

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from raydelta.protocol.actions import AddFile
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
+from raydelta.protocol.file_actions import canonical_path, table_root_key
 from raydelta.protocol.partition_values import (
     parse_partition_value,
     partition_path,
@@ -52,14 +53,31 @@ from raydelta.storage.deletion_vector_files import read_deletion_vector
 from raydelta.storage.log_store import split_uri
 
 
+def table_root_key_of(fs: Any, table_root: str) -> str:
+    """The table root as :func:`raydelta.protocol.file_actions.table_root_key`
+    spells it, for a filesystem and its root path (``split_uri``'s pair):
+    ``/data/t`` for local tables, ``s3://bucket/t`` and ``memory:///t``
+    otherwise. Log paths are compared against it (reconciliation, conflicts)."""
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    if protocol in ("file", "local"):
+        return table_root_key(table_root)
+    return table_root_key(f"{protocol}://{table_root}")
+
+
 def data_file_path(fs: Any, table_root: str, path: str) -> str:
-    """The filesystem path of an ``add.path`` (relative and URI-encoded, or absolute)."""
-    decoded = unquote(path)
-    if "://" in path or path.startswith("file:"):
-        return str(fs._strip_protocol(decoded))
-    if decoded.startswith("/"):
-        return decoded
-    return f"{table_root.rstrip('/')}/{decoded}"
+    """The filesystem path of an ``add.path`` (relative and URI-encoded, or absolute).
+
+    The path is decoded exactly once, by
+    :func:`raydelta.protocol.file_actions.canonical_path` (the spelling every
+    comparison uses); a ``file:`` URI names a local file, another URI is
+    stripped of its scheme by ``fs``.
+    """
+    canonical = canonical_path(path)
+    if "://" in canonical:
+        return str(fs._strip_protocol(canonical))
+    if canonical.startswith("/"):
+        return canonical
+    return f"{table_root.rstrip('/')}/{canonical}"
 
 
 def read_logical_file(

@@ -215,13 +215,16 @@ def read_checkpoint(
     return contents
 
 
-def checkpoint_state(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
+def checkpoint_state(
+    store: LogStore, version: int, parts: Sequence[LogFile], *, table_root: str | None = None
+) -> TableState:
+    """The state a checkpoint describes; ``table_root`` as in :class:`TableState`."""
     contents = read_checkpoint(store, parts)
     adds = pa.concat_tables(contents.adds) if contents.adds else ADD_SCHEMA.empty_table()
     removes = (
         pa.concat_tables(contents.removes) if contents.removes else REMOVE_SCHEMA.empty_table()
     )
-    return state_from_checkpoint(version, contents.non_file_actions, adds, removes)
+    return state_from_checkpoint(version, contents.non_file_actions, adds, removes, table_root)
 
 
 def _row_groups_with_rows(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[int]:

@@ -50,6 +50,7 @@ from raydelta.protocol.reconciliation import TableHead, TableState, apply_commit
 from raydelta.protocol.schema import StructType
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
+from raydelta.storage.data_files import table_root_key_of
 from raydelta.storage.log_reader import (
     checkpoint_head,
     checkpoint_state,
@@ -204,10 +205,12 @@ def _check_single_protocol_and_metadata(unit: LogFile, actions: list[Action]) ->
 
 def replay_segment(store: LogStore, segment: LogSegment) -> tuple[TableState, dict[int, Any]]:
     """The state a log segment describes, and the commitInfos it read."""
+    root = table_root_key_of(store.fs, store.table_root)
     if segment.checkpoint is not None:
-        state = checkpoint_state(store, segment.checkpoint.version, segment.checkpoint.files)
+        checkpoint = segment.checkpoint
+        state = checkpoint_state(store, checkpoint.version, checkpoint.files, table_root=root)
     else:
-        state = TableState()
+        state = TableState(table_root=root)
     commit_infos: dict[int, CommitInfo] = {}
     batches = []
     for unit, actions in _read_units(store, segment):

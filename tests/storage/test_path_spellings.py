@@ -1,0 +1,143 @@
+"""A file named by a relative path and by an absolute URI under the table root
+is one file for snapshots (reconciliation), VACUUM and data reads.
+
+The tables are written by deltalake (delta-rs), which writes relative,
+percent-encoded paths for partition values with special characters; a
+foreign writer's commit (a JSON file put in ``_delta_log`` as any writer
+would) then names the same files by absolute ``file://`` URIs, by plain
+absolute paths, or with a different encoding. The expected file sets are
+deltalake's own list, minus what the foreign commit removes. deltalake
+encodes the ``%`` of a Hive-escaped directory name (``part=a%20b`` on disk)
+as ``%25``, so decoding twice would name a file that does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from raydelta.protocol.file_actions import canonical_path, table_root_key
+from raydelta.protocol.file_names import commit_name
+from raydelta.storage.data_files import data_file_path, read_logical_file
+from raydelta.storage.log_store import split_uri
+from raydelta.storage.snapshot import load_snapshot
+from raydelta.storage.vacuum import vacuum
+
+VALUES = ["a b", "c%d", "e=f", "g#h", "ü/v"]
+
+
+def _write(path: Path) -> DeltaTable:
+    table = pa.table({"id": list(range(len(VALUES))), "part": VALUES})
+    write_deltalake(str(path), table, partition_by=["part"])
+    return DeltaTable(str(path))
+
+
+def _spell(root: Path, raw: str, how: str) -> str:
+    """``raw`` (a log path as deltalake wrote it) spelled another way."""
+    decoded = canonical_path(raw)
+    absolute = f"{root}/{decoded}"
+    if how == "file-uri":
+        return "file://" + quote(absolute, safe="/")
+    if how == "file-colon":
+        return "file:" + quote(absolute, safe="/")
+    if how == "absolute":
+        return quote(absolute, safe="/")
+    if how == "every-byte":
+        return "".join(f"%{b:02X}" for b in decoded.encode())
+    raise AssertionError(how)
+
+
+def _foreign_commit(root: Path, version: int, actions: list[dict[str, object]]) -> None:
+    info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "DELETE"}}
+    lines = [json.dumps(info)] + [json.dumps(a) for a in actions]
+    (root / "_delta_log" / commit_name(version)).write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("how", ["file-uri", "file-colon", "absolute", "every-byte"])
+def test_a_remove_spelled_differently_removes_the_file(tmp_path: Path, how: str) -> None:
+    root = tmp_path / "t"
+    dt = _write(root)
+    written = sorted(dt.file_uris())
+    snap = load_snapshot(str(root))
+    raw_paths = snap.files.column("path").to_pylist()
+    assert len(raw_paths) == len(written) == len(VALUES)
+    doomed = raw_paths[0]
+    removed_as = _spell(root, doomed, how)
+    assert removed_as != doomed
+    _foreign_commit(
+        root,
+        snap.version + 1,
+        [{"remove": {"path": removed_as, "deletionTimestamp": 1, "dataChange": True}}],
+    )
+    after = load_snapshot(str(root))
+    assert sorted(after.files.column("path").to_pylist()) == sorted(raw_paths[1:])
+    assert after.all_tombstones.column("path").to_pylist() == [removed_as]
+    # the same file again, spelled as written: one logical file, re-added
+    readd = snap.files.slice(0, 1).to_pylist()[0]
+    readd = {k: v for k, v in readd.items() if v is not None}
+    readd["partitionValues"] = dict(readd["partitionValues"])
+    _foreign_commit(root, after.version + 1, [{"add": readd}])
+    again = load_snapshot(str(root))
+    assert sorted(again.files.column("path").to_pylist()) == sorted(raw_paths)
+    assert again.all_tombstones.num_rows == 0
+
+
+def test_vacuum_protects_a_file_named_by_an_absolute_uri_and_deletes_its_stale_twin(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "t"
+    _write(root)
+    snap = load_snapshot(str(root))
+    first, second = snap.files.column("path").to_pylist()[:2]
+    # re-reference `first` by an absolute URI (remove the relative spelling,
+    # add the absolute one, as a writer relocating the reference would): the
+    # file stays live and VACUUM must keep it.
+    add = {k: v for k, v in snap.files.slice(0, 1).to_pylist()[0].items() if v is not None}
+    add["partitionValues"] = dict(add["partitionValues"])
+    add["path"] = _spell(root, first, "file-uri")
+    _foreign_commit(
+        root,
+        snap.version + 1,
+        [
+            {"remove": {"path": first, "deletionTimestamp": 1, "dataChange": False}},
+            {"add": add},
+            {"remove": {"path": _spell(root, second, "absolute"), "deletionTimestamp": 1}},
+        ],
+    )
+    after = load_snapshot(str(root))
+    root_key = table_root_key(str(root))
+    live = {canonical_path(p, root_key) for p in after.files.column("path").to_pylist()}
+    assert canonical_path(first) in live and len(live) == len(VALUES) - 1
+    report = vacuum(str(root), retention_hours=0, force=True, dry_run=True)
+    assert report.files == [canonical_path(second)]
+    fs, table_root = split_uri(str(root))
+    for raw in after.files.column("path").to_pylist():
+        assert Path(data_file_path(fs, table_root, raw)).is_file()
+
+
+def test_data_reads_decode_once(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    dt = _write(root)
+    snap = load_snapshot(str(root))
+    expected = dt.to_pyarrow_table().sort_by("id")
+    rows = []
+    for add in snap.files.to_pylist():
+        for how in ("file-uri", "every-byte"):
+            respelled = {
+                **add,
+                "path": _spell(root, add["path"], how),
+                "partitionValues": dict(add["partitionValues"]),
+            }
+            rows.append(
+                read_logical_file(
+                    str(root), respelled, snap.schema, snap.metadata.partition_columns
+                )
+            )
+    read = pa.concat_tables(rows).sort_by("id")
+    assert read.column("id").to_pylist() == sorted(2 * expected.column("id").to_pylist())
