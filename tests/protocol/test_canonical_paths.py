@@ -66,11 +66,13 @@ RELATIVE_PATHS = st.lists(RELATIVE_NAMES, min_size=1, max_size=3).map("/".join)
 
 
 def add(path: str) -> AddFile:
-    return AddFile(path=path, size=1, modification_time=1, partition_values={})
+    return AddFile.model_validate(
+        {"path": path, "size": 1, "modificationTime": 1, "partitionValues": {}}
+    )
 
 
 def remove(path: str) -> RemoveFile:
-    return RemoveFile(path=path, deletion_timestamp=2)
+    return RemoveFile.model_validate({"path": path, "deletionTimestamp": 2})
 
 
 def test_root_key_is_decoded_without_trailing_slash() -> None:
