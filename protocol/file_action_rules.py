@@ -42,6 +42,7 @@ partition values of a commit are parsed once per distinct value.
 from __future__ import annotations
 
 import json
+import json.scanner
 import uuid
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -103,7 +104,15 @@ def _long(action: FileAction, name: str, value: Any, *, minimum: int | None) -> 
 
 
 class StatsChecker:
-    """Strict checks of ``stats`` JSON against one table schema (built once per commit)."""
+    """Strict checks of ``stats`` JSON against one table schema (built once per commit).
+
+    Column at a time: every file's ``stats`` is decoded (the C scanner, one
+    call per file), then the values of one column across all files are
+    checked together (their set of Python types, then ``min``/``max`` for
+    integers); only columns whose values are not all of the plain JSON type
+    (dates, timestamps, decimals, floats, ints beyond range) are checked one
+    value at a time, and an error is located by a scan of that column only.
+    """
 
     def __init__(self, config: TableConfiguration) -> None:
         struct = stats_schema(
@@ -112,54 +121,109 @@ class StatsChecker:
             partition_columns=config.partition_columns,
             num_indexed_cols=-1,
         )
-        self._decimals = _has_decimal(struct)
+        decoder = json.JSONDecoder(
+            parse_float=Decimal if _has_decimal(struct) else None,
+            parse_constant=_refuse_constant,
+        )
+        self._decoder = decoder
+        self._scan = json.scanner.make_scanner(decoder)  # type: ignore[arg-type]
         self._min_max = _child_checks(struct, MIN_VALUES)
         self._null_count = _child_checks(struct, NULL_COUNT, counts=True)
 
-    def check(self, action: FileAction, text: str) -> int | None:
-        """Refuse bad ``stats``; return its ``numRecords`` (None when absent)."""
+    def check_all(self, files: Sequence[FileAction]) -> list[int | None]:
+        """Refuse bad ``stats`` among ``files`` (each has a non-empty ``stats``);
+        their ``numRecords`` (None when absent), in order."""
+        raws = [self._decode(action) for action in files]
+        records = [raw.get(NUM_RECORDS) for raw in raws]
+        self._column(files, records, f"stats.{NUM_RECORDS}", _count, "must be a Long ≥ 0")
+        tight = [raw.get(TIGHT_BOUNDS) for raw in raws]
+        if not {type(v) for v in tight} <= {bool, _NONE}:
+            index = next(i for i, v in enumerate(tight) if v is not None and type(v) is not bool)
+            raise self._error(files[index], f"stats.{TIGHT_BOUNDS}", "must be a boolean")
+        for key, checks in ((MIN_VALUES, self._min_max), (MAX_VALUES, self._min_max)):
+            self._objects(files, [raw.get(key) for raw in raws], f"stats.{key}", checks)
+        self._objects(
+            files, [raw.get(NULL_COUNT) for raw in raws], f"stats.{NULL_COUNT}", self._null_count
+        )
+        return records
+
+    def _decode(self, action: FileAction) -> dict[str, Any]:
+        text: str = action.stats or ""  # type: ignore[union-attr]
         try:
-            raw = json.loads(
-                text,
-                parse_float=Decimal if self._decimals else None,
-                parse_constant=_refuse_constant,
-            )
-        except ValueError as exc:
+            raw, end = self._scan(text, 0)
+            if end != len(text) and text[end:].strip():
+                raise ValueError(f"extra data after the object at character {end}")
+        except StopIteration:  # leading blanks, or not a JSON value at all
+            try:
+                raw = self._decoder.decode(text)
+            except ValueError as exc:
+                raise self._error(action, "stats", f"is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
             raise self._error(action, "stats", f"is not JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise self._error(action, "stats", "is not a JSON object")
-        records = raw.get(NUM_RECORDS)
-        if records is not None and (type(records) is not int or not 0 <= records <= INT64_MAX):
-            raise self._error(
-                action, f"stats.{NUM_RECORDS}", f"must be a Long ≥ 0, got {records!r}"
-            )
-        tight = raw.get(TIGHT_BOUNDS)
-        if tight is not None and not isinstance(tight, bool):
-            raise self._error(action, f"stats.{TIGHT_BOUNDS}", f"must be a boolean, got {tight!r}")
-        for key in (MIN_VALUES, MAX_VALUES):
-            if key in raw:
-                self._walk(action, f"stats.{key}", raw[key], self._min_max)
-        if NULL_COUNT in raw:
-            self._walk(action, f"stats.{NULL_COUNT}", raw[NULL_COUNT], self._null_count)
-        return records
+        return raw
 
-    def _walk(self, action: FileAction, where: str, value: Any, checks: _Checks | None) -> None:
-        if value is None:
+    def _objects(
+        self,
+        files: Sequence[FileAction],
+        values: list[Any],
+        where: str,
+        checks: _Checks | None,
+    ) -> None:
+        """``values[i]`` (of ``files[i]``) must each be null or an object of columns."""
+        kinds = {type(v) for v in values}
+        kinds.discard(_NONE)
+        if not kinds:
             return
-        if not isinstance(value, dict):
-            raise self._error(action, where, f"must be an object of columns, got {value!r}")
+        if kinds != {dict}:
+            index = next(i for i, v in enumerate(values) if v is not None and type(v) is not dict)
+            raise self._error(
+                files[index], where, f"must be an object of columns, got {values[index]!r}"
+            )
         if checks is None:
             return
-        for name, item in value.items():
-            check = checks.get(name)
-            if check is None or item is None:
-                continue  # not a column with statistics: readers ignore it
+        for name, check in checks.items():
+            column = [None if v is None else v.get(name) for v in values]
             if isinstance(check, dict):
-                self._walk(action, f"{where}.{name}", item, check)
-            elif isinstance(item, dict) or check(item) is None:
-                raise self._error(
-                    action, f"{where}.{name}", f"value {item!r} does not fit the column's type"
-                )
+                self._objects(files, column, f"{where}.{name}", check)
+            else:
+                self._leaves(files, column, f"{where}.{name}", check)
+
+    def _leaves(
+        self, files: Sequence[FileAction], values: list[Any], where: str, check: _Check
+    ) -> None:
+        kinds = {type(v) for v in values}
+        kinds.discard(_NONE)
+        if not kinds:
+            return
+        if kinds == {str} and check is _STRING_CHECK:
+            return
+        if kinds == {int} and check in _INT_BOUNDS:
+            low, high = _INT_BOUNDS[check]
+            present = [v for v in values if v is not None]
+            if low <= min(present) and max(present) <= high:
+                return
+        for i, v in enumerate(values):  # the slow path, and where the error is
+            if v is not None and (isinstance(v, dict) or check(v) is None):
+                raise self._error(files[i], where, f"value {v!r} does not fit the column's type")
+
+    def _column(
+        self,
+        files: Sequence[FileAction],
+        values: list[Any],
+        where: str,
+        check: _Check,
+        reason: str,
+    ) -> None:
+        present = [v for v in values if v is not None]
+        if not present:
+            return
+        if {type(v) for v in present} == {int} and min(present) >= 0 and max(present) <= INT64_MAX:
+            return
+        for i, v in enumerate(values):
+            if v is not None and check(v) is None:
+                raise self._error(files[i], where, f"{reason}, got {v!r}")
 
     @staticmethod
     def _error(action: FileAction, name: str, reason: str) -> InvalidStatisticsError:
@@ -169,6 +233,7 @@ class StatsChecker:
         )
 
 
+_NONE = type(None)
 _Check = Callable[[Any], Any]
 _Checks = dict[str, "_Check | _Checks"]
 
@@ -195,6 +260,27 @@ def _count(value: Any) -> Any:
     return value if type(value) is int and 0 <= value <= INT64_MAX else None
 
 
+def _string_value(value: Any) -> Any:
+    return value if isinstance(value, str) else None
+
+
+_STRING_CHECK: _Check = _string_value
+_INT_BOUNDS: dict[_Check, tuple[int, int]] = {_count: (0, INT64_MAX)}
+
+
+def _leaf_check(arrow_type: pa.DataType) -> _Check:
+    """The check of one leaf; integer checks are registered with their bounds
+    and the string check is :data:`_STRING_CHECK`, so whole columns of plain
+    values are checked without calling them."""
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return _STRING_CHECK
+    check = value_coercer(arrow_type)
+    if pa.types.is_integer(arrow_type):
+        bound = 2 ** (arrow_type.bit_width - 1)
+        _INT_BOUNDS[check] = (-bound, bound - 1)
+    return check
+
+
 def _checks_of(struct: pa.DataType, *, counts: bool) -> _Checks:
     out: _Checks = {}
     for i in range(struct.num_fields):
@@ -202,7 +288,7 @@ def _checks_of(struct: pa.DataType, *, counts: bool) -> _Checks:
         if pa.types.is_struct(child.type):
             out[child.name] = _checks_of(child.type, counts=counts)
         else:
-            out[child.name] = _count if counts else value_coercer(child.type)
+            out[child.name] = _count if counts else _leaf_check(child.type)
     return out
 
 
@@ -354,7 +440,9 @@ def check_file_values(
     if not files:
         return
     root = canonical_root(table_root if table_root is not None else _NO_ROOT)
-    stats = StatsChecker(config)
+    with_stats = [a for a in files if not isinstance(a, AddCDCFile) and a.stats]
+    counted = StatsChecker(config).check_all(with_stats) if with_stats else []
+    records_of = {id(a): n for a, n in zip(with_stats, counted, strict=True)}
     partitions = _PartitionChecker(config)
     for action in files:
         _long(action, "size", action.size, minimum=0)
@@ -362,7 +450,7 @@ def check_file_values(
             if action.partition_values:
                 partitions.check(action, action.partition_values)
             continue
-        records = stats.check(action, action.stats) if action.stats else None
+        records = records_of.get(id(action))
         _long(action, "baseRowId", action.base_row_id, minimum=0)
         _long(action, "defaultRowCommitVersion", action.default_row_commit_version, minimum=0)
         if isinstance(action, AddFile):
