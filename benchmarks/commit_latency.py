@@ -5,7 +5,9 @@ a fresh table:
 
 - ours: ``txn = table.transaction(); txn.add(AddFile(...))``, then the timed
   ``txn.commit()`` (one call to the ``TableActor``, which checks, rebases and
-  writes the commit file with ``put_if_absent``);
+  writes the commit file with ``put_if_absent``), once per transport
+  (``--transports``): ``ray`` (plain Ray actor calls, the default) and
+  ``channel`` (the opt-in commit channel, ``use_channel=True``);
 - floor: right after each of our commits, in the same process, the bytes of
   the commit file just written are put again with
   ``LocalLogStore.put_if_absent`` (temp file + fsync + ``os.link``) under a new
@@ -16,11 +18,14 @@ a fresh table:
   ``dt.create_write_transaction([AddAction(...)], "append", schema)`` with
   delta-rs's default post-commit hooks.
 
-Each round runs each engine in a fresh process; ``ours``/``peer`` are the
-median over rounds of each round's p50. Goal: ours p50 <= floor p50 + 2 ms.
-``ratio`` = ours / peer (ms; below 1 means we are faster).
+Each round runs each engine (and each of our transports) in a fresh process;
+``ours``/``peer`` are the median over rounds of each round's p50, ``ours``
+for the first transport listed (``ray`` by default); ``transports`` holds
+every transport's. Goal: ours p50 <= floor p50 + 2 ms. ``ratio`` = ours /
+peer (ms; below 1 means we are faster).
 
-Run: ``python -m benchmarks.commit_latency [--commits 500] [--repeat 3]``.
+Run: ``python -m benchmarks.commit_latency [--commits 500] [--repeat 3]
+[--transports ray channel]``.
 Writes ``benchmarks/results/commit_latency.json``.
 
 Only the standard library and :mod:`benchmarks.common` are imported at top
@@ -45,6 +50,7 @@ from raydelta.actors.cluster import NAMESPACE
 NAME = "commit_latency"
 GOAL_OVER_FLOOR_MS = 2.0
 WARMUP = 30
+TRANSPORTS = ("ray", "channel")
 STATS = '{"numRecords":100,"minValues":{"id":0},"maxValues":{"id":99},"nullCount":{"id":0}}'
 
 
@@ -56,7 +62,7 @@ def ours_setup() -> None:
     import raydelta.storage.log_store  # noqa: F401
 
 
-def ours_run(root: str, commits: int) -> dict[str, Any]:
+def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
     import pyarrow as pa
     import ray
     from fsspec.implementations.local import LocalFileSystem
@@ -67,13 +73,19 @@ def ours_run(root: str, commits: int) -> dict[str, Any]:
     from raydelta.storage.log_store import LocalLogStore
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
-    table_dir = Path(root, "ours")
+    table_dir = Path(root, f"ours-{transport}")
     local = LocalFileSystem()
     floors = {
-        "fsync": LocalLogStore(local, str(Path(root, "floor-fsync")), fsync=True),
-        "no_fsync": LocalLogStore(local, str(Path(root, "floor-nofsync")), fsync=False),
+        "fsync": LocalLogStore(local, str(Path(root, f"floor-fsync-{transport}")), fsync=True),
+        "no_fsync": LocalLogStore(
+            local, str(Path(root, f"floor-nofsync-{transport}")), fsync=False
+        ),
     }
-    table = create_table(table_dir.as_uri(), schema=pa.schema([("id", pa.int64())]))
+    table = create_table(
+        table_dir.as_uri(),
+        schema=pa.schema([("id", pa.int64())]),
+        use_channel=transport == "channel",
+    )
     commit_s: list[float] = []
     iteration_s: list[float] = []
     floor_s: dict[str, list[float]] = {k: [] for k in floors}
@@ -163,18 +175,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=500, help="timed commits per round")
     parser.add_argument("--repeat", type=int, default=3, help="rounds (fresh processes)")
+    parser.add_argument(
+        "--transports",
+        nargs="+",
+        choices=TRANSPORTS,
+        default=list(TRANSPORTS),
+        help="our transports, each in a fresh process; the first is the headline `ours`",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not write the result file")
     ns = parser.parse_args(argv)
+    transports: list[str] = list(dict.fromkeys(ns.transports))
+    headline = transports[0]
 
     rounds: list[dict[str, Any]] = []
     for index in range(ns.repeat):
         root = tempfile.mkdtemp(prefix="raydelta-bench-latency-")
         try:
-            ours_m = measure_once(
-                "benchmarks.commit_latency:ours_run",
-                (root, ns.commits),
-                setup="benchmarks.commit_latency:ours_setup",
-            )
+            ours_by_transport = {
+                transport: measure_once(
+                    "benchmarks.commit_latency:ours_run",
+                    (root, ns.commits, transport),
+                    setup="benchmarks.commit_latency:ours_setup",
+                ).result
+                for transport in transports
+            }
             peer_m = measure_once(
                 "benchmarks.commit_latency:peer_run",
                 (root, ns.commits),
@@ -182,16 +206,24 @@ def main(argv: list[str] | None = None) -> int:
             )
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        o, p = ours_m.result, peer_m.result
-        rounds.append({"ours": o, "peer": p})
-        print(
-            f"  [{index + 1}/{ns.repeat}] p50 ms: ours commit {o['commit']['p50_ms']:.3f}"
-            f" (txn+commit {o['transaction_and_commit']['p50_ms']:.3f}),"
-            f" floor fsync {o['floor_fsync']['p50_ms']:.3f},"
-            f" no-fsync {o['floor_no_fsync']['p50_ms']:.3f},"
-            f" delta-rs commit {p['commit']['p50_ms']:.3f}",
-            flush=True,
+        p = peer_m.result
+        rounds.append(
+            {
+                "ours": ours_by_transport[headline],
+                **{f"ours_{t}": o for t, o in ours_by_transport.items()},
+                "peer": p,
+            }
         )
+        for transport, o in ours_by_transport.items():
+            print(
+                f"  [{index + 1}/{ns.repeat}] p50 ms: ours ({transport}) commit"
+                f" {o['commit']['p50_ms']:.3f}"
+                f" (txn+commit {o['transaction_and_commit']['p50_ms']:.3f}),"
+                f" floor fsync {o['floor_fsync']['p50_ms']:.3f},"
+                f" no-fsync {o['floor_no_fsync']['p50_ms']:.3f}",
+                flush=True,
+            )
+        print(f"  [{index + 1}/{ns.repeat}] p50 ms: delta-rs commit {p['commit']['p50_ms']:.3f}")
 
     def median_of(engine: str, key: str, stat: str = "p50_ms") -> float:
         return float(statistics.median(r[engine][key][stat] for r in rounds))
@@ -201,22 +233,41 @@ def main(argv: list[str] | None = None) -> int:
     floor = median_of("ours", "floor_fsync")
     floor_no_fsync = median_of("ours", "floor_no_fsync")
     print()
-    print(f"{'':<28} {'p50 ms':>8} {'p99 ms':>8}")
-    for label, engine, key in [
-        ("raydelta txn.commit()", "ours", "commit"),
-        ("raydelta transaction+commit", "ours", "transaction_and_commit"),
+    print(f"{'':<36} {'p50 ms':>8} {'p99 ms':>8}")
+    rows: list[tuple[str, str, str]] = []
+    for transport in transports:
+        rows += [
+            (f"raydelta {transport} txn.commit()", f"ours_{transport}", "commit"),
+            (
+                f"raydelta {transport} transaction+commit",
+                f"ours_{transport}",
+                "transaction_and_commit",
+            ),
+        ]
+    rows += [
         ("floor put_if_absent+fsync", "ours", "floor_fsync"),
         ("floor put_if_absent no fsync", "ours", "floor_no_fsync"),
         ("delta-rs commit", "peer", "commit"),
         ("delta-rs update+commit", "peer", "update_and_commit"),
-    ]:
+    ]
+    for label, engine, key in rows:
         print(
-            f"{label:<28} {median_of(engine, key):>8.3f} {median_of(engine, key, 'p99_ms'):>8.3f}"
+            f"{label:<36} {median_of(engine, key):>8.3f} {median_of(engine, key, 'p99_ms'):>8.3f}"
         )
-    ratio = print_ratio(NAME, ours=ours, peer=peer, unit="ms")
+    ratios = {
+        transport: print_ratio(
+            f"{NAME} ({transport})",
+            ours=median_of(f"ours_{transport}", "commit"),
+            peer=peer,
+            unit="ms",
+        )
+        for transport in transports
+    }
+    ratio = ratios[headline]
     goal_met = ours <= floor + GOAL_OVER_FLOOR_MS
     print(
-        f"goal: ours p50 {ours:.3f} ms <= floor {floor:.3f} + {GOAL_OVER_FLOOR_MS:g} ms"
+        f"goal ({headline}): ours p50 {ours:.3f} ms"
+        f" <= floor {floor:.3f} + {GOAL_OVER_FLOOR_MS:g} ms"
         f" = {floor + GOAL_OVER_FLOOR_MS:.3f} ms: {'MET' if goal_met else 'NOT MET'}"
         f" (ours - floor = {ours - floor:.3f} ms)"
     )
@@ -230,6 +281,19 @@ def main(argv: list[str] | None = None) -> int:
             "peer": peer,
             "ratio": ratio,
             "statistic": "median over rounds of the p50 of one 1-file blind-append commit call",
+            "ours_transport": headline,
+            "transports": {
+                transport: {
+                    "p50_ms": median_of(f"ours_{transport}", "commit"),
+                    "p99_ms": median_of(f"ours_{transport}", "commit", "p99_ms"),
+                    "transaction_and_commit_p50_ms": median_of(
+                        f"ours_{transport}", "transaction_and_commit"
+                    ),
+                    "ratio": ratios[transport],
+                    "over_floor_ms": median_of(f"ours_{transport}", "commit") - floor,
+                }
+                for transport in transports
+            },
             "floor_ms": floor,
             "floor_no_fsync_ms": floor_no_fsync,
             "ours_over_floor_ms": ours - floor,

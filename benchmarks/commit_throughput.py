@@ -4,9 +4,14 @@ Work: ``N`` writer processes each commit 1-file blind appends, one commit at a
 time, for ``--seconds`` seconds, on a fresh table per engine and level:
 
 - ours: each writer is a Ray actor (its own process) looping
-  ``txn = table.transaction(); txn.add(AddFile(...)); txn.commit()`` on a
-  handle from ``open_table(uri)``; all commits go through the table's one
-  ``TableActor``;
+  ``table.append_files(AddFile(...))`` (or, with ``--api transaction``,
+  ``txn = table.transaction(); txn.add(AddFile(...)); txn.commit()``) on a
+  handle from ``open_table(uri, use_channel=...)``; all commits go through
+  the table's one ``TableActor``. Once per transport (``--transports``),
+  each in a fresh driver process: ``ray`` (plain Ray actor calls, the
+  default transport) and ``channel`` (the opt-in commit channel,
+  ``use_channel=True``: a direct authenticated socket to the actor,
+  :mod:`raydelta.actors.channel`);
 - peer (delta-rs): each writer is a ``multiprocessing`` process looping
   ``dt.update_incremental(); dt.create_write_transaction([AddAction(...)],
   "append", schema)`` with delta-rs's default commit retries (15) and
@@ -21,9 +26,14 @@ than one commit. Versions must be contiguous.
 
 Each engine runs in a fresh driver process (:func:`benchmarks.common.measure_once`).
 Goal at 8 writers: ours >= 10x delta-rs commits/s, 0 failed, 0 lost.
-``ratio`` = ours / peer in commits/s (higher is better here).
+``ours`` is the first transport listed (``ray`` by default); ``ratio`` = ours /
+peer in commits/s (higher is better here); ``transports`` holds each
+transport's numbers and ratio, and ``ray_over_channel`` the share of the
+channel's commits/s that Ray calls reach (the issue's bar for deleting the
+channel is 0.8).
 
-Run: ``python -m benchmarks.commit_throughput [--levels 1 4 8] [--seconds 10]``.
+Run: ``python -m benchmarks.commit_throughput [--levels 1 4 8] [--seconds 10]
+[--transports ray channel]``.
 Writes ``benchmarks/results/commit_throughput.json``.
 
 Only the standard library and :mod:`benchmarks.common` are imported at top
@@ -48,6 +58,7 @@ from raydelta.actors.cluster import NAMESPACE
 NAME = "commit_throughput"
 GOAL_RATIO = 10.0
 GOAL_LEVEL = 8
+TRANSPORTS = ("ray", "channel")
 STATS = '{"numRecords":100,"minValues":{"id":0},"maxValues":{"id":99},"nullCount":{"id":0}}'
 START_DELAY_S = 1.0
 """Writers are told to start this long after they are all ready."""
@@ -59,17 +70,20 @@ START_DELAY_S = 1.0
 class OursWriter:
     """One writer process (a Ray actor): ``open_table`` + a commit loop."""
 
-    def __init__(self, uri: str, writer_id: int, api: str = "append") -> None:
+    def __init__(
+        self, uri: str, writer_id: int, api: str = "append", use_channel: bool = False
+    ) -> None:
         self.uri = uri
         self.writer_id = writer_id
         self.api = api
+        self.use_channel = use_channel
         self.table: Any = None
 
     def prepare(self) -> str:
         """Import, open the table and make one warm-up commit (not counted)."""
         from raydelta.actors.client import open_table
 
-        self.table = open_table(self.uri)
+        self.table = open_table(self.uri, use_channel=self.use_channel)
         record = self._commit_one("warmup")
         if not record["ok"]:
             raise RuntimeError(f"warm-up commit failed: {record['error']}")
@@ -135,7 +149,9 @@ def ours_setup() -> None:
     import raydelta.actors.client  # noqa: F401
 
 
-def ours_run(root: str, levels: list[int], seconds: float, api: str = "append") -> dict[str, Any]:
+def ours_run(
+    root: str, levels: list[int], seconds: float, api: str = "append", transport: str = "ray"
+) -> dict[str, Any]:
     """All levels in one Ray session; a fresh table per level."""
     import pyarrow as pa
     import ray
@@ -144,12 +160,13 @@ def ours_run(root: str, levels: list[int], seconds: float, api: str = "append") 
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     writer_class: Any = ray.remote(num_cpus=0, max_restarts=0)(OursWriter)
+    use_channel = transport == "channel"
     out: dict[str, Any] = {}
     try:
         for level in levels:
-            uri = Path(root, f"ours-{level}").resolve().as_uri()
+            uri = Path(root, f"ours-{transport}-{level}").resolve().as_uri()
             table = create_table(uri, schema=pa.schema([("id", pa.int64())]))
-            writers = [writer_class.remote(uri, i, api) for i in range(level)]
+            writers = [writer_class.remote(uri, i, api, use_channel) for i in range(level)]
             warmup_paths = ray.get([w.prepare.remote() for w in writers])
             start_at = time.time() + START_DELAY_S
             per_writer = ray.get([w.run.remote(start_at, seconds) for w in writers])
@@ -366,10 +383,20 @@ def _print_level(engine: str, level: str, s: dict[str, Any]) -> None:
     lat = s["latency"]
     check = s["log_check"]
     print(
-        f"{engine:<9} {level:>3} {s['commits_per_s']:>10.1f} {s['commits']:>8}"
+        f"{engine:<19} {level:>3} {s['commits_per_s']:>10.1f} {s['commits']:>8}"
         f" {lat['p50_ms']:>8.1f} {lat['p99_ms']:>8.1f} {s['failed']:>7} {s['lost']:>5}"
         f" {check['duplicated']:>5} {'yes' if check['versions_contiguous'] else 'NO':>10}",
         flush=True,
+    )
+
+
+def _sound(levels: dict[str, Any]) -> bool:
+    return all(
+        s["failed"] == 0
+        and s["lost"] == 0
+        and s["log_check"]["duplicated"] == 0
+        and s["log_check"]["versions_contiguous"]
+        for s in levels.values()
     )
 
 
@@ -377,6 +404,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--seconds", type=float, default=10.0, help="per level and engine")
+    parser.add_argument(
+        "--transports",
+        nargs="+",
+        choices=TRANSPORTS,
+        default=["ray", "channel"],
+        help="our transports, each in a fresh driver; the first is the headline `ours`",
+    )
     parser.add_argument(
         "--peer-no-checkpoint",
         action="store_true",
@@ -391,17 +425,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the tables written")
     parser.add_argument("--no-write", action="store_true", help="do not write the result file")
     ns = parser.parse_args(argv)
+    transports: list[str] = list(dict.fromkeys(ns.transports))
 
     root = tempfile.mkdtemp(prefix="raydelta-bench-throughput-")
     budget = len(ns.levels) * (ns.seconds + 120) + 120
+    ours_ms: dict[str, Any] = {}
     try:
-        print(f"ours: {ns.levels} writers x {ns.seconds:g} s ...", flush=True)
-        ours_m = measure_once(
-            "benchmarks.commit_throughput:ours_run",
-            (root, ns.levels, ns.seconds, ns.api),
-            setup="benchmarks.commit_throughput:ours_setup",
-            timeout_s=budget,
-        )
+        for transport in transports:
+            print(f"ours ({transport}): {ns.levels} writers x {ns.seconds:g} s ...", flush=True)
+            ours_ms[transport] = measure_once(
+                "benchmarks.commit_throughput:ours_run",
+                (root, ns.levels, ns.seconds, ns.api, transport),
+                setup="benchmarks.commit_throughput:ours_setup",
+                timeout_s=budget,
+            )
         print(f"delta-rs: {ns.levels} writers x {ns.seconds:g} s ...", flush=True)
         peer_m = measure_once(
             "benchmarks.commit_throughput:peer_run",
@@ -412,37 +449,46 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not ns.keep:
             shutil.rmtree(root, ignore_errors=True)
-    ours: dict[str, Any] = ours_m.result
+    by_transport: dict[str, dict[str, Any]] = {t: m.result for t, m in ours_ms.items()}
     peer: dict[str, Any] = peer_m.result
 
     print()
     print(
-        f"{'engine':<9} {'N':>3} {'commits/s':>10} {'commits':>8} {'p50 ms':>8} {'p99 ms':>8}"
+        f"{'engine':<19} {'N':>3} {'commits/s':>10} {'commits':>8} {'p50 ms':>8} {'p99 ms':>8}"
         f" {'failed':>7} {'lost':>5} {'dup':>5} {'contiguous':>10}"
     )
     for level in map(str, ns.levels):
-        _print_level("raydelta", level, ours[level])
+        for transport, result in by_transport.items():
+            _print_level(f"raydelta {transport}", level, result[level])
         _print_level("delta-rs", level, peer[level])
+    headline = transports[0]
+    ours = by_transport[headline]
     key = str(GOAL_LEVEL) if str(GOAL_LEVEL) in ours else str(max(ns.levels))
     o, p = ours[key], peer[key]
-    ratio = print_ratio(
-        f"{NAME} @ {key} writers",
-        ours=o["commits_per_s"],
-        peer=p["commits_per_s"],
-        unit="commits/s",
-        goal=GOAL_RATIO,
-        higher_is_better=True,
-    )
-    sound = all(
-        ours[level]["failed"] == 0
-        and ours[level]["lost"] == 0
-        and ours[level]["log_check"]["duplicated"] == 0
-        and ours[level]["log_check"]["versions_contiguous"]
-        for level in ours
-    )
+    ratios = {
+        transport: print_ratio(
+            f"{NAME} ({transport}) @ {key} writers",
+            ours=result[key]["commits_per_s"],
+            peer=p["commits_per_s"],
+            unit="commits/s",
+            goal=GOAL_RATIO,
+            higher_is_better=True,
+        )
+        for transport, result in by_transport.items()
+    }
+    ratio = ratios[headline]
+    ray_over_channel: float | None = None
+    if "ray" in by_transport and "channel" in by_transport:
+        channel_rate = by_transport["channel"][key]["commits_per_s"]
+        ray_over_channel = by_transport["ray"][key]["commits_per_s"] / channel_rate
+        print(
+            f"ray calls reach {ray_over_channel:.0%} of the channel's commits/s at {key} writers"
+            " (the bar for deleting the channel: 80%)"
+        )
+    sound = all(_sound(result) for result in by_transport.values())
     goal_met = ratio >= GOAL_RATIO and o["failed"] == 0 and o["lost"] == 0 and sound
     print(
-        f"goal (>= {GOAL_RATIO:g}x at {key} writers, 0 failed, 0 lost): "
+        f"goal (>= {GOAL_RATIO:g}x at {key} writers, 0 failed, 0 lost, {headline}): "
         f"{'MET' if goal_met else 'NOT MET'}"
     )
     if ns.no_write:
@@ -464,12 +510,37 @@ def main(argv: list[str] | None = None) -> int:
             + (" (checkpoint hook off)" if ns.peer_no_checkpoint else " (default hooks)"),
             "seconds_per_level": ns.seconds,
             "ours_api": ns.api,
-            "levels": {
-                level: {"ours": ours[level], "peer": peer[level]} for level in map(str, ns.levels)
+            "ours_transport": headline,
+            "transports": {
+                transport: {
+                    "commits_per_s": result[key]["commits_per_s"],
+                    "ratio": ratios[transport],
+                    "p50_ms": result[key]["latency"]["p50_ms"],
+                    "sound": _sound(result),
+                }
+                for transport, result in by_transport.items()
             },
-            "peak_rss_mb": {"ours_driver": ours_m.peak_rss_mb, "peer_driver": peer_m.peak_rss_mb},
-            "import_s": {"ours": ours_m.setup_seconds, "peer": peer_m.setup_seconds},
-            "wall_s": {"ours": ours_m.seconds, "peer": peer_m.seconds},
+            "ray_over_channel": ray_over_channel,
+            "levels": {
+                level: {
+                    **{f"ours_{t}": result[level] for t, result in by_transport.items()},
+                    "ours": ours[level],
+                    "peer": peer[level],
+                }
+                for level in map(str, ns.levels)
+            },
+            "peak_rss_mb": {
+                **{f"ours_{t}_driver": m.peak_rss_mb for t, m in ours_ms.items()},
+                "peer_driver": peer_m.peak_rss_mb,
+            },
+            "import_s": {
+                **{f"ours_{t}": m.setup_seconds for t, m in ours_ms.items()},
+                "peer": peer_m.setup_seconds,
+            },
+            "wall_s": {
+                **{f"ours_{t}": m.seconds for t, m in ours_ms.items()},
+                "peer": peer_m.seconds,
+            },
         },
     )
     print(f"wrote {path}")
