@@ -6,6 +6,12 @@ Invariants:
   (:func:`compacted_actions`), so replaying it equals replaying the range.
 - It is created with put-if-absent: an existing file is left as it is.
 - A range with a missing commit is refused, never compacted partially.
+- Reading: a compaction file is replayed only when its actions may stand for
+  the commits it covers in any order
+  (:func:`raydelta.protocol.log_compaction.compaction_replacement`); an
+  unreconciled file with two different actions for one key is replaced by
+  those commits (:func:`replay_compactions_safely`), which the log segment
+  always holds.
 """
 
 from __future__ import annotations
@@ -21,8 +27,11 @@ from raydelta.protocol.actions import (
     serialize_actions,
 )
 from raydelta.protocol.errors import FileAlreadyExistsError, VersionNotFoundError
-from raydelta.protocol.file_names import commit_name, compaction_name
+from raydelta.protocol.file_names import LogFile, LogFileKind, commit_name, compaction_name
+from raydelta.protocol.log_compaction import compaction_replacement
+from raydelta.protocol.log_segment import LogSegment
 from raydelta.protocol.reconciliation import fold_actions
+from raydelta.storage.log_reader import read_commits
 from raydelta.storage.log_store import LogStore
 
 
@@ -75,3 +84,28 @@ def write_log_compaction(store: LogStore, start: int, end: int) -> str | None:
     except FileAlreadyExistsError:
         return None
     return name
+
+
+def replay_compactions_safely(
+    store: LogStore,
+    segment: LogSegment,
+    read: Sequence[tuple[LogFile, list[Action]]],
+    table_root: str | None,
+) -> list[tuple[LogFile, list[Action]]]:
+    """``read`` (replay units with their parsed actions) with every compaction
+    file either reduced to its reconciled actions or, when that is ambiguous,
+    replaced by the commits of its range read from ``segment``."""
+    out: list[tuple[LogFile, list[Action]]] = []
+    for unit, actions in read:
+        if unit.kind is not LogFileKind.COMPACTION:
+            out.append((unit, actions))
+            continue
+        usable = compaction_replacement(actions, table_root)
+        if usable is not None:
+            out.append((unit, usable))
+            continue
+        start, end = unit.require_version(), unit.end_version
+        assert end is not None  # a COMPACTION file names its range
+        covered = [c for c in segment.commits if start <= c.require_version() <= end]
+        out.extend(zip(covered, read_commits(store, covered), strict=True))
+    return out

@@ -51,6 +51,7 @@ from raydelta.protocol.schema import StructType
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
 from raydelta.storage.data_files import table_root_key_of
+from raydelta.storage.log_compaction import replay_compactions_safely
 from raydelta.storage.log_reader import (
     checkpoint_head,
     checkpoint_state,
@@ -172,7 +173,9 @@ def _read_units(store: LogStore, segment: LogSegment) -> list[tuple[LogFile, lis
     A log compaction file is an optimization over commits that are in the
     segment too: one that cannot be parsed, or that parses to no action at all
     (a whitespace-only file would silently drop every action of the commits
-    it covers), is replaced by those commits. A commit version holding two
+    it covers), or that is not reconciled and whose order would decide the
+    state (:func:`raydelta.storage.log_compaction.replay_compactions_safely`),
+    is replaced by those commits. A commit version holding two
     different ``metaData`` (or ``protocol``) actions breaks the spec ("at most
     one metadata action in a given version") and has no single meaning:
     :class:`CorruptLogError`.
@@ -188,6 +191,8 @@ def _read_units(store: LogStore, segment: LogSegment) -> list[tuple[LogFile, lis
     if read is None or any(u.kind is LogFileKind.COMPACTION and not a for u, a in read):
         units = list(segment.commits)
         read = list(zip(units, read_commits(store, units), strict=True))
+    root = table_root_key_of(store.fs, store.table_root)
+    read = replay_compactions_safely(store, segment, read, root)  # unreconciled: commits
     for unit, actions in read:
         if unit.kind is not LogFileKind.COMPACTION:
             _check_single_protocol_and_metadata(unit, actions)
