@@ -30,7 +30,7 @@ from raydelta.protocol.file_actions import (
     column_as_json,
     struct_column_to_table,
 )
-from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, SIDECAR_DIR, LogFile
+from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, SIDECAR_DIR, LogFile, LogFileKind
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
 from raydelta.storage.log_store import LogStore
@@ -149,15 +149,32 @@ class CheckpointContents:
             raise CorruptLogError(message) from exc
 
     def _add_parquet_table(self, table: pa.Table) -> None:
+        for name in table.column_names:
+            if not pa.types.is_struct(table.schema.field(name).type):
+                raise CorruptLogError(f"the checkpoint column {name!r} is not a struct")
         if "add" in table.column_names:
             table = _stats_from_parsed(table)
-            self.adds.append(struct_column_to_table(table.column("add"), ADD_SCHEMA))
+            adds = struct_column_to_table(table.column("add"), ADD_SCHEMA)
+            self.adds.append(_with_required(adds, "add", ("path", "size", "modificationTime")))
         if "remove" in table.column_names:
-            self.removes.append(struct_column_to_table(table.column("remove"), REMOVE_SCHEMA))
+            removes = struct_column_to_table(table.column("remove"), REMOVE_SCHEMA)
+            self.removes.append(_with_required(removes, "remove", ("path",)))
         self.non_file_actions.extend(_non_file_actions(table))
         if "sidecar" in table.column_names:
             for body in column_as_json(table.column("sidecar")):
                 self.sidecars.append(Sidecar.model_validate(body))
+
+    def check_one_protocol_and_metadata(self) -> None:
+        """A checkpoint is a reconciled state: two different ``protocol`` (or
+        ``metaData``) rows have no single meaning."""
+        from raydelta.protocol.actions import Metadata, Protocol
+
+        for kind in (Protocol, Metadata):
+            found = [a for a in self.non_file_actions if isinstance(a, kind)]
+            if any(a != found[0] for a in found[1:]):
+                raise CorruptLogError(
+                    f"a checkpoint holds {len(found)} different {kind.action_name!r} actions"
+                )
 
     def add_json_actions(self, actions: Sequence[Action]) -> None:
         from raydelta.protocol.actions import AddFile, RemoveFile
@@ -174,6 +191,15 @@ class CheckpointContents:
                 self.sidecars.append(action)
             elif not isinstance(action, (AddFile, RemoveFile)):
                 self.non_file_actions.append(action)
+
+
+def _with_required(table: pa.Table, action: str, fields: Sequence[str]) -> pa.Table:
+    """``table`` (canonical file actions of a checkpoint) when every row has
+    the spec's required ``fields``; a null one is a :class:`CorruptLogError`."""
+    for name in fields:
+        if table.column(name).null_count:
+            raise CorruptLogError(f"a checkpoint {action!r} row has no {name!r}")
+    return table
 
 
 def sidecar_path(store: LogStore, sidecar: Sidecar) -> str:
@@ -199,19 +225,27 @@ def read_checkpoint(
         tables = list(
             pool.map(lambda p: read_parquet_actions(store, store.path_of(p.name)), parquet_parts)
         )
-        for table in tables:
+        for part, table in zip(parquet_parts, tables, strict=True):
+            if part.kind is not LogFileKind.CHECKPOINT_UUID and "add" not in table.column_names:
+                # classic and multi-part checkpoints carry every action column:
+                # without "add" the table would silently read as empty
+                raise CorruptLogError(f"checkpoint {part.name} has no 'add' column")
             contents.add_parquet_table(table)
         if contents.sidecars:
             sidecar_paths = [sidecar_path(store, s) for s in contents.sidecars]
 
             def read_sidecar(path: str) -> pa.Table:
                 try:
-                    return read_parquet_actions(store, path, ("add", "remove"))
+                    table = read_parquet_actions(store, path, ("add", "remove"))
                 except FileNotFoundError as exc:
                     raise CorruptLogError(f"sidecar file missing: {path}") from exc
+                if "add" not in table.column_names and "remove" not in table.column_names:
+                    raise CorruptLogError(f"sidecar {path} has no 'add' or 'remove' column")
+                return table
 
             for table in pool.map(read_sidecar, sidecar_paths):
                 contents.add_parquet_table(table)
+    contents.check_one_protocol_and_metadata()
     return contents
 
 
@@ -276,6 +310,7 @@ def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> 
         else:
             table = read_rows_of_columns(store, store.path_of(part.name), NON_FILE_COLUMNS)
             contents.add_parquet_table(table)
+    contents.check_one_protocol_and_metadata()
     return state_from_checkpoint(
         version, contents.non_file_actions, ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
     )

@@ -184,6 +184,33 @@ def _rewrite_checkpoint(
     return mutate
 
 
+def _null_add_paths(table: pa.Table) -> pa.Table:
+    add = table.column("add").combine_chunks()
+    children = [
+        pa.nulls(len(add), pa.string()) if field.name == "path" else add.field(i)
+        for i, field in enumerate(add.type)
+    ]
+    rebuilt = pa.StructArray.from_arrays(children, fields=list(add.type), mask=add.is_null())
+    return table.set_column(table.schema.get_field_index("add"), "add", rebuilt)
+
+
+def _second_protocol(table: pa.Table) -> pa.Table:
+    row = next(r for r in table.to_pylist() if r.get("protocol"))
+    row["protocol"] = {
+        **row["protocol"],
+        "minWriterVersion": row["protocol"]["minWriterVersion"] + 1,
+    }
+    return pa.concat_tables([table, pa.Table.from_pylist([row], schema=table.schema)])
+
+
+def _rewrite_sidecars(make: Callable[[], pa.Table]) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        for sidecar in (root / LOG / "_sidecars").glob("*.parquet"):
+            pq.write_table(make(), sidecar)
+
+    return mutate
+
+
 def _delete_sidecar(root: Path) -> None:
     next((root / LOG / "_sidecars").glob("*.parquet")).unlink()
 
@@ -432,6 +459,35 @@ HOSTILE_CASES: list[tuple[str, str, Callable[[Path], None], Any]] = [
         CorruptLogError,
     ),
     (
+        "checkpoint-add-path-null",
+        "checkpoint",
+        _rewrite_checkpoint(10, _null_add_paths),
+        CorruptLogError,
+    ),
+    (
+        "checkpoint-two-protocols",
+        "checkpoint",
+        _rewrite_checkpoint(10, _second_protocol),
+        CorruptLogError,
+    ),
+    (
+        "checkpoint-no-add-column",
+        "checkpoint",
+        _rewrite_checkpoint(10, lambda t: t.drop_columns(["add"])),
+        CorruptLogError,
+    ),
+    (
+        "checkpoint-add-column-int",
+        "checkpoint",
+        _rewrite_checkpoint(
+            10,
+            lambda t: t.set_column(
+                t.schema.get_field_index("add"), "add", pa.nulls(t.num_rows, pa.int64())
+            ),
+        ),
+        CorruptLogError,
+    ),
+    (
         "checkpoint-no-protocol-column",
         "checkpoint",
         _rewrite_checkpoint(10, lambda t: t.drop_columns(["protocol"])),
@@ -513,6 +569,18 @@ HOSTILE_CASES: list[tuple[str, str, Callable[[Path], None], Any]] = [
     ("v2-parquet-sidecar-missing", "v2-checkpoint-parquet", _delete_sidecar, CorruptLogError),
     ("v2-json-sidecar-missing", "v2-checkpoint-json", _delete_sidecar, CorruptLogError),
     ("v2-parquet-sidecar-garbage", "v2-checkpoint-parquet", _garbage_sidecar, CorruptLogError),
+    (
+        "v2-sidecar-wrong-schema",
+        "v2-checkpoint-parquet",
+        _rewrite_sidecars(lambda: pa.table({"protocol": [{"minReaderVersion": 1}]})),
+        CorruptLogError,
+    ),
+    (
+        "v2-sidecar-add-int",
+        "v2-checkpoint-parquet",
+        _rewrite_sidecars(lambda: pa.table({"add": [1, 2]})),
+        CorruptLogError,
+    ),
     (
         "v2-json-sidecar-path-int",
         "v2-checkpoint-json",
