@@ -283,6 +283,11 @@ def data_type_from_json(raw: Any) -> DataType:
             _bool(raw.get("valueContainsNull", True), "valueContainsNull"),
             extra=_extra(raw, ("type", "keyType", "valueType", "valueContainsNull")),
         )
+    if kind == "variant" and set(raw) == {"type"}:
+        # The variant RFC's example schema spells a nested variant as an object;
+        # delta-spark writes the name. Both are the one variant type, written
+        # back as the name (the form every peer reads).
+        return VARIANT
     return UnknownType(raw)
 
 

@@ -190,15 +190,20 @@ READER_FEATURES_IMPLEMENTED: frozenset[str] = frozenset(
         # A schema type with no stats and no partition values; the log is unchanged.
         VARIANT_TYPE,
         VARIANT_TYPE_PREVIEW,
+        # Shredding changes only how data files store a variant (a struct of
+        # metadata, value and typed_value) and lets variant min/max stats be
+        # z85 strings, which are kept as data and never used for skipping
+        # (statistics.has_min_max). The Arrow reader returns the struct as
+        # stored (storage.data_files); reassembling variants is the engine's job.
+        VARIANT_SHREDDING,
+        VARIANT_SHREDDING_PREVIEW,
         # raydelta's TableActor is the table's catalog: ratified commits come
         # from it, so the read rules of CATALOG_MANAGED.md hold by construction.
         CATALOG_MANAGED,
     }
 )
-# Known but refused for reading: variantShredding(-preview) changes how data
-# files encode variants, and raydelta may hand files to Arrow readers that
-# cannot decode shredded variants; catalogOwned-preview is the pre-spec
-# variant of catalogManaged whose commit protocol raydelta does not follow.
+# Known but refused for reading: catalogOwned-preview, the pre-spec variant
+# of catalogManaged whose commit protocol raydelta does not follow.
 
 # Writer features raydelta can commit under. raydelta validates and writes
 # log actions; the data files (and rules on their content) come from the
@@ -242,6 +247,11 @@ WRITER_FEATURES_IMPLEMENTED: frozenset[str] = frozenset(
         TYPE_WIDENING_PREVIEW,
         VARIANT_TYPE,
         VARIANT_TYPE_PREVIEW,
+        # Shredded or not is how the engine writing the data files stores a
+        # variant (it honours delta.enableVariantShredding); the log is the
+        # same. raydelta's own data writer refuses variant tables (write_rules).
+        VARIANT_SHREDDING,
+        VARIANT_SHREDDING_PREVIEW,
         # The TableActor is the managing catalog (ratify, store, publish).
         CATALOG_MANAGED,
         # Metadata cleanup truncates history in one step up to

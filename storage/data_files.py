@@ -11,7 +11,12 @@ Invariants:
   indexed columns, nested ones included), so DVs may later be attached to it.
   Files are never overwritten: each has a fresh UUID name.
 - Paths in the log are URI-encoded relative paths (or absolute URIs); they
-  are decoded before touching the filesystem.
+  are decoded exactly once (``file_actions.canonical_path``, the spelling
+  every comparison uses) before touching the filesystem.
+- Variant columns (anywhere in a type) are returned in their physical parquet
+  form, as the file stores them: ``struct<value, metadata>`` unshredded, or
+  ``struct<metadata, value, typed_value>`` shredded (variantShredding); the
+  reader never reassembles or reinterprets variant bytes.
 - Column mapping (``name`` / ``id`` mode): data files, partition values and
   statistics use physical names (and Parquet field ids); readers get logical
   names. A column is found in a data file by its field id in ``id`` mode
@@ -39,14 +44,16 @@ from raydelta.protocol.partition_values import (
     serialize_partition_value,
 )
 from raydelta.protocol.schema import (
+    VARIANT,
     ColumnMappingMode,
     StructField,
     StructType,
     column_id,
     column_mapping_mode_from,
+    contains_type,
     physical_name,
 )
-from raydelta.protocol.schema_arrow import PARQUET_FIELD_ID_KEY, to_arrow
+from raydelta.protocol.schema_arrow import PARQUET_FIELD_ID_KEY, data_type_to_arrow, to_arrow
 from raydelta.protocol.schema_enforcement import writer_arrow_schema
 from raydelta.protocol.stats_collection import StatsSpec, collect_statistics
 from raydelta.storage.deletion_vector_files import read_deletion_vector
@@ -125,8 +132,75 @@ def read_logical_file(
         if source is None:
             columns.append(pa.nulls(table.num_rows, field.type))
             continue
-        columns.append(_renamed(table.column(source).cast(physical_field.type), field.type))
-    return pa.Table.from_arrays(columns, schema=arrow_schema)
+        column = table.column(source)
+        physical_type, logical_type = physical_field.type, field.type
+        if contains_type(delta_field.type, "variant"):
+            physical_type = _as_stored(physical_type, column.type)
+            logical_type = _renamed_like(logical_type, physical_type)
+        columns.append(_renamed(column.cast(physical_type), logical_type))
+    out_schema = pa.schema(
+        [f.with_type(c.type) for f, c in zip(arrow_schema, columns, strict=True)],
+        metadata=arrow_schema.metadata,
+    )
+    return pa.Table.from_arrays(columns, schema=out_schema)
+
+
+_VARIANT_ARROW = data_type_to_arrow(VARIANT)
+
+
+def _is_list(dtype: pa.DataType) -> bool:
+    return bool(pa.types.is_list(dtype) or pa.types.is_large_list(dtype))
+
+
+def _as_stored(target: pa.DataType, stored: pa.DataType) -> pa.DataType:
+    """``target`` with each variant in it replaced by the struct the file
+    stores there: ``value`` and ``metadata`` (unshredded), or ``metadata``,
+    ``value`` and ``typed_value`` (shredded). Variants are returned in their
+    physical parquet form, as stored; nothing else changes."""
+    if target == _VARIANT_ARROW:
+        return stored if pa.types.is_struct(stored) else target
+    if pa.types.is_struct(target) and pa.types.is_struct(stored):
+        by_name = {stored.field(i).name: stored.field(i).type for i in range(stored.num_fields)}
+        fields = [
+            f.with_type(_as_stored(f.type, by_name[f.name])) if f.name in by_name else f
+            for f in target
+        ]
+        return pa.struct(fields)
+    if _is_list(target) and _is_list(stored):
+        value = target.value_field.with_type(_as_stored(target.value_type, stored.value_type))
+        return pa.list_(value) if pa.types.is_list(target) else pa.large_list(value)
+    if pa.types.is_map(target) and pa.types.is_map(stored):
+        return pa.map_(
+            target.key_field.with_type(_as_stored(target.key_type, stored.key_type)),
+            target.item_field.with_type(_as_stored(target.item_type, stored.item_type)),
+            keys_sorted=target.keys_sorted,
+        )
+    return target
+
+
+def _renamed_like(logical: pa.DataType, physical: pa.DataType) -> pa.DataType:
+    """``physical`` (``_as_stored`` of the physical type) with the field names
+    of ``logical`` (the two differ only in names and in stored variants)."""
+    if logical == _VARIANT_ARROW:
+        return physical
+    if pa.types.is_struct(logical):
+        return pa.struct(
+            [
+                lf.with_type(_renamed_like(lf.type, physical.field(i).type))
+                for i, lf in enumerate(logical)
+            ]
+        )
+    if _is_list(logical):
+        element = _renamed_like(logical.value_type, physical.value_type)
+        value = logical.value_field.with_type(element)
+        return pa.list_(value) if pa.types.is_list(logical) else pa.large_list(value)
+    if pa.types.is_map(logical):
+        return pa.map_(
+            logical.key_field.with_type(_renamed_like(logical.key_type, physical.key_type)),
+            logical.item_field.with_type(_renamed_like(logical.item_type, physical.item_type)),
+            keys_sorted=logical.keys_sorted,
+        )
+    return logical
 
 
 def _renamed(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:

@@ -290,7 +290,13 @@ def scan(
     rows = selected.select(["path", "partitionValues", "deletionVector"]).to_pylist()
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         parts = list(pool.map(read, rows))
-    result = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
+    # Files may store a variant differently (unshredded, or shredded with
+    # another typed_value): the struct fields are unioned, each file's as stored.
+    result = (
+        pa.concat_tables(parts, promote_options="permissive")
+        if parts
+        else arrow_schema.empty_table()
+    )
     if row_filter is not None:
         result = row_filter(result)
     return result.select(wanted)
