@@ -85,6 +85,8 @@ from raydelta.storage.checkpoint_fingerprints import (
 from raydelta.storage.checkpoint_incremental import TAG_OVERFLOW, AlignedSidecars, is_overflow
 from raydelta.storage.checkpoint_shards import drop_expired_tombstones, drop_keys
 from raydelta.storage.checkpoint_writer import parquet_write_options
+from raydelta.storage.data_files import table_root_key_of
+from raydelta.storage.log_compaction import replay_compactions_safely
 from raydelta.storage.log_reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,
@@ -259,14 +261,20 @@ def read_log_delta(store: LogStore, version: int | None = None) -> LogDelta:
     segment = build_log_segment(
         listing, target_version=version, last_checkpoint_hint=read_last_checkpoint(store)
     )
-    base = TableState()
+    root = table_root_key_of(store.fs, store.table_root)
+    base = TableState(table_root=root)
     previous: PreviousCheckpoint | None = None
     if segment.checkpoint is not None:
         previous, non_file = _describe_checkpoint(store, segment.checkpoint)
-        base = apply_commits(TableState(version=previous.version), [(previous.version, non_file)])
+        base = apply_commits(
+            TableState(version=previous.version, table_root=root),
+            [(previous.version, non_file)],
+        )
     units = segment.replay_units()
     batches = []
-    for unit, actions in zip(units, read_commits(store, units), strict=True):
+    read = list(zip(units, read_commits(store, units), strict=True))
+    # An unreconciled compaction file whose order matters gives way to its commits.
+    for unit, actions in replay_compactions_safely(store, segment, read, root):
         end = unit.end_version if unit.end_version is not None else unit.require_version()
         batches.append((end, actions))
     state = apply_commits(base, batches)

@@ -27,6 +27,7 @@ from raydelta.protocol.actions import parse_actions
 from raydelta.protocol.file_actions import canonical_path
 from raydelta.protocol.file_names import commit_name, compaction_name
 from raydelta.protocol.log_compaction import compaction_replacement
+from raydelta.storage.checkpoint_sources import read_log_delta
 from raydelta.storage.log_compaction import write_log_compaction
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
@@ -104,21 +105,30 @@ def _store(root: Path) -> Any:
     return log_store_for(str(root))
 
 
-@pytest.mark.parametrize("order", ["oldest-first", "newest-first", "newest-commit-first"])
-def test_unreconciled_compaction_files_read_like_their_commits(
-    golden_copy: Callable[[str], Path], order: str
-) -> None:
-    root = golden_copy("delete-re-add-same-file-different-transactions")
-    commits = [_lines(root, v) for v in range(1, 4)]
+SPANS = [(1, 3), (0, 1)]  # re-add after a remove; a remove after an add (foo at v1: gone)
+
+
+def _unreconciled(root: Path, span: tuple[int, int], order: str) -> Path:
+    commits = [_lines(root, v) for v in range(span[0], span[1] + 1)]
     if order == "oldest-first":
         lines = [line for commit in commits for line in commit]
     elif order == "newest-first":
         lines = [line for commit in reversed(commits) for line in reversed(commit)]
     else:
         lines = [line for commit in reversed(commits) for line in commit]
-    compaction = root / "_delta_log" / compaction_name(1, 3)
+    compaction = root / "_delta_log" / compaction_name(*span)
     compaction.write_text("\n".join(lines) + "\n")
-    # 'foo' is removed then re-added: the file is ambiguous, the commits decide
+    return compaction
+
+
+@pytest.mark.parametrize("span", SPANS)
+@pytest.mark.parametrize("order", ["oldest-first", "newest-first", "newest-commit-first"])
+def test_unreconciled_compaction_files_read_like_their_commits(
+    golden_copy: Callable[[str], Path], order: str, span: tuple[int, int]
+) -> None:
+    root = golden_copy("delete-re-add-same-file-different-transactions")
+    compaction = _unreconciled(root, span, order)
+    # 'foo' has two different actions in the range: the commits decide
     assert compaction_replacement(parse_actions(compaction.read_bytes())) is None
     _compare_with_commits(root, compaction)
     assert sorted(load_snapshot(str(root)).files.column("path").to_pylist()) == ["bar", "foo"]
@@ -137,3 +147,21 @@ def test_an_unreconciled_file_without_conflicts_is_used(
     # a placeholder commit 3 that would give another state if it were read
     (root / "_delta_log" / commit_name(3)).write_text(json.dumps({"commitInfo": {}}) + "\n")
     assert fingerprint(load_snapshot(str(root))) == expected
+
+
+@pytest.mark.parametrize("span", SPANS)
+@pytest.mark.parametrize("order", ["oldest-first", "newest-first"])
+def test_the_checkpoint_driver_reads_compactions_like_snapshots(
+    golden_copy: Callable[[str], Path], order: str, span: tuple[int, int]
+) -> None:
+    """The checkpoint driver (read_log_delta) replays the log the same way:
+    an unreconciled compaction file gives way to its commits there too."""
+    root = golden_copy("delete-re-add-same-file-different-transactions")
+    replayed = {v: load_snapshot(str(root), version=v) for v in range(span[1], 4)}
+    _unreconciled(root, span, order)
+    for version, snap in replayed.items():
+        delta = read_log_delta(_store(root), version)
+        assert sorted(map(str, delta.adds.to_pylist())) == sorted(map(str, snap.files.to_pylist()))
+        assert sorted(map(str, delta.removes.to_pylist())) == sorted(
+            map(str, snap.all_tombstones.to_pylist())
+        )
