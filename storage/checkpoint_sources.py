@@ -174,6 +174,10 @@ class PreviousCheckpoint:
         return counts.pop() if len(counts) == 1 else None
 
 
+_ROOTED = r"^/|^[A-Za-z][A-Za-z0-9+.-]+:"
+"""Key strings that are absolute or URIs (not relative to the table root)."""
+
+
 @dataclass(frozen=True)
 class LogDelta:
     """What a checkpoint driver holds: everything but the previous checkpoint's files.
@@ -197,11 +201,26 @@ class LogDelta:
         return set(table_keys(self.adds)) | set(table_keys(self.removes))
 
     def touched_key_strings(self) -> pa.Array:
-        """Key strings (:func:`raydelta.protocol.checkpoint_plan.key_strings`) of touched files."""
-        parts = [key_strings(t) for t in (self.adds, self.removes) if t.num_rows]
+        """Key strings (:func:`raydelta.protocol.checkpoint_plan.key_strings`) of
+        touched files, in every spelling a previous checkpoint's row may key
+        the same file by: root-free (decoded, ``file:`` folded), relative to
+        the table root, and absolute under it; so a row written as
+        ``file:///root/a`` is replaced by a newer ``a`` and the reverse."""
+        root = self.head.table_root
+        parts: list[pa.Array] = []
+        for table in (self.adds, self.removes):
+            if not table.num_rows:
+                continue
+            parts.append(key_strings(table).cast(pa.string()))
+            if root:
+                relative = key_strings(table, root).cast(pa.string())
+                parts.append(relative)
+                is_relative = pc.invert(pc.match_substring_regex(relative, _ROOTED))
+                inside = relative.filter(is_relative)
+                parts.append(pc.binary_join_element_wise(root + "/", inside, ""))
         if not parts:
             return pa.array([], type=pa.string())
-        return pc.unique(pa.concat_arrays([p.cast(pa.string()) for p in parts]))
+        return pc.unique(pa.concat_arrays(parts))
 
 
 def _parquet_has_rows(path: str, store: LogStore, column: str) -> bool:

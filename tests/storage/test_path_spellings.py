@@ -22,10 +22,18 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from raydelta.protocol.actions import parse_actions
 from raydelta.protocol.file_actions import canonical_path, table_root_key
 from raydelta.protocol.file_names import commit_name
+from raydelta.protocol.reconciliation import TableState, apply_commits
+from raydelta.storage.checkpoint_sources import (
+    checkpoint_pieces,
+    read_log_delta,
+    write_v1_streaming,
+)
+from raydelta.storage.checkpoint_writer import write_v1_checkpoint
 from raydelta.storage.data_files import data_file_path, read_logical_file
-from raydelta.storage.log_store import split_uri
+from raydelta.storage.log_store import log_store_for, split_uri
 from raydelta.storage.snapshot import load_snapshot
 from raydelta.storage.vacuum import vacuum
 
@@ -141,3 +149,51 @@ def test_data_reads_decode_once(tmp_path: Path) -> None:
             )
     read = pa.concat_tables(rows).sort_by("id")
     assert read.column("id").to_pylist() == sorted(2 * expected.column("id").to_pylist())
+
+
+def test_an_incremental_checkpoint_replaces_a_row_spelled_the_other_way(tmp_path: Path) -> None:
+    """The previous checkpoint keys a file by an absolute URI; a later commit
+    removes it by its relative path (and another the other way round): the
+    streaming checkpoint built from the previous one plus the commits must
+    not keep the stale row, so it reads like plain commit replay."""
+    root = tmp_path / "t"
+    _write(root)
+    snap = load_snapshot(str(root))
+    first, second = snap.files.column("path").to_pylist()[:2]
+    add = {k: v for k, v in snap.files.slice(0, 1).to_pylist()[0].items() if v is not None}
+    add["partitionValues"] = dict(add["partitionValues"])
+    add["path"] = _spell(root, first, "file-uri")
+    _foreign_commit(
+        root,
+        1,
+        [{"remove": {"path": first, "deletionTimestamp": 1, "dataChange": False}}, {"add": add}],
+    )
+    store = log_store_for(str(root))
+    now = int(time.time() * 1000)
+    write_v1_checkpoint(store, load_snapshot(str(root)).state, now_ms=now)
+    _foreign_commit(
+        root,
+        2,
+        [
+            {"remove": {"path": first, "deletionTimestamp": now, "dataChange": True}},
+            {"remove": {"path": _spell(root, second, "file-uri"), "deletionTimestamp": now}},
+        ],
+    )
+    root_key = table_root_key(str(root))
+    # plain commit replay (no checkpoint), against the same root
+    commits = [
+        (v, parse_actions((root / "_delta_log" / commit_name(v)).read_bytes())) for v in range(3)
+    ]
+    expected = apply_commits(TableState(table_root=root_key), commits)
+    delta = read_log_delta(store)
+    assert delta.previous is not None and delta.previous.version == 1
+    write_v1_streaming(store, delta, checkpoint_pieces(store, delta.previous), now_ms=now)
+    got = load_snapshot(str(root))
+    assert got.log_segment is not None and got.log_segment.checkpoint is not None
+    assert got.log_segment.checkpoint.version == 2
+    live = sorted(canonical_path(p, root_key) for p in got.files.column("path").to_pylist())
+    assert live == sorted(
+        canonical_path(p, root_key) for p in expected.adds.column("path").to_pylist()
+    )
+    assert canonical_path(first) not in live and canonical_path(second) not in live
+    assert len(live) == len(VALUES) - 2
