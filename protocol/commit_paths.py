@@ -42,7 +42,10 @@ from raydelta.protocol.file_actions import canonical_path
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _NEEDS_LOOK = r"%|\.\.|\\|^/|^[A-Za-z][A-Za-z0-9+.\-]*:"
+_NEEDS_LOOK_RE = re.compile(_NEEDS_LOOK)
 _SEGMENT_SPLIT = re.compile(r"[/\\]")
+_ARROW_FROM = 64
+"""From this many paths on, one Arrow regex pass; below it, Python's ``re``."""
 
 
 def _canonical_uri(uri: str) -> str:
@@ -124,6 +127,19 @@ def check_file_paths(
     """
     keys = list(paths)
     if not keys:
+        return keys
+    if len(keys) < _ARROW_FROM:  # a few paths: Arrow's call overhead would dominate
+        suspects = [i for i, p in enumerate(keys) if not p or _NEEDS_LOOK_RE.search(p)]
+        if suspects:
+            root = canonical_root(table_root)
+            for index in suspects:
+                keys[index] = check_path(
+                    keys[index],
+                    field=field,
+                    table_root=table_root,
+                    allow_external=allow_external,
+                    root=root,
+                )
         return keys
     array = pa.array(keys, type=pa.string())
     suspicious = pc.or_(

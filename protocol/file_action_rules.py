@@ -233,6 +233,26 @@ class StatsChecker:
         )
 
 
+_CHECKERS: dict[tuple[str | None, tuple[str, ...], str], StatsChecker] = {}
+_MAX_CHECKERS = 64
+
+
+def stats_checker(config: TableConfiguration) -> StatsChecker:
+    """The :class:`StatsChecker` of a table schema, built once per schema (a 1-file
+    commit must not pay for building the statistics schema)."""
+    key = (
+        config.metadata.schema_string,
+        tuple(config.partition_columns),
+        str(config.column_mapping_mode),
+    )
+    checker = _CHECKERS.get(key)
+    if checker is None:
+        if len(_CHECKERS) >= _MAX_CHECKERS:
+            _CHECKERS.clear()
+        checker = _CHECKERS[key] = StatsChecker(config)
+    return checker
+
+
 _NONE = type(None)
 _Check = Callable[[Any], Any]
 _Checks = dict[str, "_Check | _Checks"]
@@ -441,7 +461,7 @@ def check_file_values(
         return
     root = canonical_root(table_root if table_root is not None else _NO_ROOT)
     with_stats = [a for a in files if not isinstance(a, AddCDCFile) and a.stats]
-    counted = StatsChecker(config).check_all(with_stats) if with_stats else []
+    counted = stats_checker(config).check_all(with_stats) if with_stats else []
     records_of = {id(a): n for a, n in zip(with_stats, counted, strict=True)}
     partitions = _PartitionChecker(config)
     for action in files:
