@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Self
@@ -47,16 +47,15 @@ from raydelta.actors.cluster import (
     stop_actor,
     table_actor_name,
 )
+from raydelta.actors.transaction import Transaction
+from raydelta.protocol import table_properties as props
 from raydelta.protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
-    DomainMetadata,
     Format,
     Metadata,
     Protocol,
-    RemoveFile,
-    Txn,
 )
 from raydelta.protocol.errors import TableNotFoundError
 from raydelta.protocol.events import (
@@ -64,11 +63,9 @@ from raydelta.protocol.events import (
     CommitConflict,
     CommitRejected,
     CommitRequest,
-    FileRef,
     IsolationLevel,
     ReadSet,
 )
-from raydelta.protocol.predicates import Predicate, from_partition_values, parse_predicate
 from raydelta.protocol.reconciliation import TableHead, apply_commits
 from raydelta.protocol.schema import (
     ColumnMappingMode,
@@ -98,24 +95,24 @@ def _default_protocol(properties: Mapping[str, str]) -> Protocol:
     writer: list[str] = []
 
     def on(key: str) -> bool:
-        return str(properties.get(key, "false")).lower() == "true"
+        return props.is_true(properties.get(key))
 
-    if on("delta.enableDeletionVectors"):
+    if on(props.ENABLE_DELETION_VECTORS):
         reader.append("deletionVectors")
         writer.append("deletionVectors")
-    if on("delta.enableInCommitTimestamps"):
+    if on(props.ENABLE_IN_COMMIT_TIMESTAMPS):
         writer.append("inCommitTimestamp")
-    if on("delta.enableRowTracking"):
+    if on(props.ENABLE_ROW_TRACKING):
         writer.extend(["rowTracking", "domainMetadata"])
-    if on("delta.enableChangeDataFeed"):
+    if on(props.ENABLE_CHANGE_DATA_FEED):
         writer.append("changeDataFeed")
-    if properties.get("delta.checkpointPolicy") == "v2":
+    if properties.get(props.CHECKPOINT_POLICY) == "v2":
         reader.append("v2Checkpoint")
         writer.append("v2Checkpoint")
-    if properties.get("delta.columnMapping.mode", "none") != "none":
+    if properties.get(props.COLUMN_MAPPING_MODE, "none") != "none":
         reader.append("columnMapping")
         writer.append("columnMapping")
-    if on("delta.appendOnly"):
+    if on(props.IS_APPEND_ONLY):
         writer.append("appendOnly")
     if not reader and not writer:
         return base
@@ -168,13 +165,10 @@ def commit_create(
     table exists.
     """
     config = {k: str(v) for k, v in (properties or {}).items()}
-    if config.get("delta.enableRowTracking") == "true":
+    if config.get(props.ENABLE_ROW_TRACKING) == "true":
+        config.setdefault(props.MATERIALIZED_ROW_ID_COLUMN, f"_row-id-col-{uuid.uuid4()}")
         config.setdefault(
-            "delta.rowTracking.materializedRowIdColumnName", f"_row-id-col-{uuid.uuid4()}"
-        )
-        config.setdefault(
-            "delta.rowTracking.materializedRowCommitVersionColumnName",
-            f"_row-commit-version-col-{uuid.uuid4()}",
+            props.MATERIALIZED_ROW_COMMIT_VERSION_COLUMN, f"_row-commit-version-col-{uuid.uuid4()}"
         )
     table_schema = from_arrow(schema)
     if column_mapping_mode_from(config.get(COLUMN_MAPPING_MODE)) is not ColumnMappingMode.NONE:
@@ -472,210 +466,3 @@ def _commit_timestamp(actions: Sequence[Action], fallback: int) -> int:
             if action.timestamp is not None:
                 return action.timestamp
     return fallback
-
-
-class Transaction:
-    """Collects what a writer read and wrote; :meth:`commit` sends it once."""
-
-    def __init__(
-        self, table: TableClient, head: TableHead, *, isolation_level: IsolationLevel
-    ) -> None:
-        self.table = table
-        self.read_version = head.version
-        self._head = head
-        self.isolation_level = isolation_level
-        self._predicates: list[Predicate] = []
-        self._files_read: list[FileRef] = []
-        self._read_whole_table = False
-        self._app_ids_read: list[str] = []
-        self._domains_read: list[str] = []
-        self._actions: list[Action] = []
-        self.txn_id = str(uuid.uuid4())
-        self.committed_version: int | None = None
-        self.committed: CommitCommitted | None = None
-        """The actor's reply once committed (``attempts``, ``rebased_over``...)."""
-
-    @property
-    def metadata(self) -> Metadata:
-        assert self._head.metadata is not None
-        return self._head.metadata
-
-    @property
-    def protocol(self) -> Protocol:
-        assert self._head.protocol is not None
-        return self._head.protocol
-
-    # --- what was read -------------------------------------------------------------
-
-    def read(self, predicate: str | Predicate | Mapping[str, str | None]) -> Transaction:
-        """Record a partition predicate this transaction's result depends on."""
-        if isinstance(predicate, str):
-            predicate = parse_predicate(predicate)
-        elif isinstance(predicate, Mapping):
-            predicate = from_partition_values(dict(predicate))
-        self._predicates.append(predicate)
-        return self
-
-    def read_files(self, paths: Iterable[str | AddFile]) -> Transaction:
-        """Record files whose content this transaction read."""
-        for item in paths:
-            if isinstance(item, AddFile):
-                self._files_read.append(FileRef.of(item))
-            else:
-                self._files_read.append(FileRef(path=item, dv_id=None))
-        return self
-
-    def read_whole_table(self) -> Transaction:
-        self._read_whole_table = True
-        return self
-
-    def app_version(self, app_id: str) -> int | None:
-        """The table's version for ``app_id`` (recorded as read)."""
-        self._app_ids_read.append(app_id)
-        txn = self._head.txns.get(app_id)
-        return None if txn is None else txn.version
-
-    def domain(self, domain: str) -> str | None:
-        """A domain's configuration (recorded as read)."""
-        self._domains_read.append(domain)
-        found = self._head.domains.get(domain)
-        return None if found is None else found.configuration
-
-    # --- what is written -------------------------------------------------------------
-
-    def add(self, *files: AddFile) -> Transaction:
-        self._actions.extend(files)
-        return self
-
-    def remove(
-        self,
-        file: str | AddFile | RemoveFile,
-        *,
-        data_change: bool = True,
-        deletion_timestamp: int | None = None,
-    ) -> Transaction:
-        """Remove a file: by path, from its ``AddFile`` (keeps partition values,
-        size and DV), or as a ready ``RemoveFile``."""
-        stamp = deletion_timestamp if deletion_timestamp is not None else int(time.time() * 1000)
-        if isinstance(file, RemoveFile):
-            self._actions.append(file)
-        elif isinstance(file, AddFile):
-            self._actions.append(
-                RemoveFile(
-                    path=file.path,
-                    deletionTimestamp=stamp,
-                    dataChange=data_change,
-                    extendedFileMetadata=True,
-                    partitionValues=file.partition_values,
-                    size=file.size,
-                    deletionVector=file.deletion_vector,
-                    baseRowId=file.base_row_id,
-                    defaultRowCommitVersion=file.default_row_commit_version,
-                )
-            )
-        else:
-            self._actions.append(
-                RemoveFile(path=file, deletionTimestamp=stamp, dataChange=data_change)
-            )
-        return self
-
-    def set_app_version(self, app_id: str, version: int) -> Transaction:
-        self._actions.append(
-            Txn(appId=app_id, version=version, lastUpdated=int(time.time() * 1000))
-        )
-        return self
-
-    def set_metadata(
-        self,
-        *,
-        schema: pa.Schema | None = None,
-        partition_by: Sequence[str] | None = None,
-        properties: Mapping[str, str] | None = None,
-        remove_properties: Iterable[str] = (),
-        name: str | None = None,
-        description: str | None = None,
-    ) -> Transaction:
-        """Change metadata; unspecified parts are kept from the read version."""
-        current = self.metadata
-        configuration = dict(current.configuration)
-        configuration.update({k: str(v) for k, v in (properties or {}).items()})
-        for key in remove_properties:
-            configuration.pop(key, None)
-        update: dict[str, Any] = {"configuration": configuration}
-        if schema is not None:
-            update["schema_string"] = serialize_schema(from_arrow(schema))
-        if partition_by is not None:
-            update["partition_columns"] = list(partition_by)
-        if name is not None:
-            update["name"] = name
-        if description is not None:
-            update["description"] = description
-        self._actions = [a for a in self._actions if not isinstance(a, Metadata)]
-        self._actions.append(current.model_copy(update=update))
-        return self
-
-    def replace_metadata(self, metadata: Metadata) -> Transaction:
-        """Commit ``metadata`` as the table's new ``metaData`` action (built by
-        the caller, e.g. the data writer after a schema change)."""
-        self._actions = [a for a in self._actions if not isinstance(a, Metadata)]
-        self._actions.append(metadata)
-        return self
-
-    def set_domain(self, domain: str, configuration: str, *, removed: bool = False) -> Transaction:
-        self._actions.append(
-            DomainMetadata(domain=domain, configuration=configuration, removed=removed)
-        )
-        return self
-
-    def upgrade_protocol(
-        self, *, reader_features: Iterable[str] = (), writer_features: Iterable[str] = ()
-    ) -> Transaction:
-        upgraded = upgrade_protocol(
-            self.protocol,
-            reader_features=list(reader_features),
-            writer_features=list(writer_features),
-        )
-        self._actions = [a for a in self._actions if not isinstance(a, Protocol)]
-        self._actions.append(upgraded)
-        return self
-
-    @property
-    def actions(self) -> list[Action]:
-        return list(self._actions)
-
-    def read_set(self) -> ReadSet:
-        return ReadSet(
-            read_version=self.read_version,
-            predicates=tuple(self._predicates),
-            files_read=tuple(self._files_read),
-            read_whole_table=self._read_whole_table,
-            app_ids_read=tuple(self._app_ids_read),
-            domains_read=tuple(self._domains_read),
-            isolation_level=self.isolation_level,
-        )
-
-    def request(
-        self, *, operation: str = "WRITE", operation_parameters: Mapping[str, Any] | None = None
-    ) -> CommitRequest:
-        return CommitRequest(
-            txn_id=self.txn_id,
-            read_set=self.read_set(),
-            actions=tuple(self._actions),
-            operation=operation,
-            operation_parameters=dict(operation_parameters or {}),
-            commit_time_ms=int(time.time() * 1000),
-        )
-
-    def commit(
-        self, *, operation: str = "WRITE", operation_parameters: Mapping[str, Any] | None = None
-    ) -> int:
-        """Send the transaction; return the version it won.
-
-        Calling it again after a lost reply returns the same version
-        (exactly once, keyed by :attr:`txn_id`).
-        """
-        request = self.request(operation=operation, operation_parameters=operation_parameters)
-        reply = self.table._call("commit", request)
-        self.committed = reply.raise_if_conflict()
-        self.committed_version = self.committed.version
-        return self.committed_version

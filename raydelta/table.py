@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from raydelta.actors.client import TableClient, Transaction, commit_create
+from raydelta.actors.client import TableClient, commit_create
 from raydelta.actors.client import release_table as release_table
+from raydelta.actors.transaction import Transaction
 from raydelta.protocol.errors import (
     InvalidArgumentError,
     TableAlreadyExistsError,
