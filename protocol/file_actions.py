@@ -95,6 +95,13 @@ def canonical_path(path: str, table_root: str | None = None) -> str:
     URI under the root is one file. Without it, relative and absolute
     spellings stay distinct (the caller does not know the root).
     """
+    if "%" not in path and ":" not in path:
+        # The common plain path (no encoding, no scheme): decoding is the identity.
+        # Checked before the regex and unquote, which are most of the cost when a
+        # checkpoint's paths are keyed one by one (load_snapshot, VACUUM).
+        if table_root and path.startswith(table_root + "/"):
+            return path[len(table_root) + 1 :]
+        return path
     match = _SCHEME_RE.match(path)
     if match is None:
         decoded = unquote(path)
