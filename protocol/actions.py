@@ -24,16 +24,13 @@ Invariants:
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
 from raydelta.protocol.errors import CorruptLogError
-
-Long = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
-"""The spec's ``long``: a JSON number outside int64 is not a valid value (it
-could not be put in a checkpoint or an Arrow table either)."""
+from raydelta.protocol.json_numbers import Int, Long
 
 
 class ActionModel(BaseModel):
@@ -72,8 +69,8 @@ class Metadata(ActionModel):
 class Protocol(ActionModel):
     action_name: ClassVar[str] = "protocol"
 
-    min_reader_version: int = Field(alias="minReaderVersion")
-    min_writer_version: int = Field(alias="minWriterVersion")
+    min_reader_version: Int = Field(alias="minReaderVersion")
+    min_writer_version: Int = Field(alias="minWriterVersion")
     reader_features: list[str] | None = Field(default=None, alias="readerFeatures")
     writer_features: list[str] | None = Field(default=None, alias="writerFeatures")
 

@@ -44,6 +44,7 @@ from pyroaring import BitMap, BitMap64
 
 from raydelta.protocol import z85
 from raydelta.protocol.errors import ChecksumMismatchError, DeletionVectorError
+from raydelta.protocol.json_numbers import NonNegativeInt, NonNegativeLong
 
 StorageType = Literal["u", "i", "p"]
 """``u``: file relative to the table root named by a UUID; ``i``: inline;
@@ -92,9 +93,9 @@ class DeletionVectorDescriptor(BaseModel):
 
     storage_type: StorageType = Field(alias="storageType")
     path_or_inline_dv: str = Field(alias="pathOrInlineDv")
-    offset: int | None = Field(default=None, ge=0, le=2**31 - 1)
-    size_in_bytes: int = Field(alias="sizeInBytes", ge=0, le=2**31 - 1)
-    cardinality: int = Field(ge=0, le=2**63 - 1)
+    offset: NonNegativeInt | None = None
+    size_in_bytes: NonNegativeInt = Field(alias="sizeInBytes")
+    cardinality: NonNegativeLong
 
     @classmethod
     def parse(cls, value: dict[str, Any]) -> DeletionVectorDescriptor:
