@@ -251,16 +251,31 @@ def _version_timestamp(
                 raise CorruptLogError(f"{commit.name}: invalid 'commitInfo': {exc}") from exc
         if info is not None and info.in_commit_timestamp is not None:
             return info.in_commit_timestamp
+        if commit is not None:
+            raise _missing_ict(commit, enablement)
     if commit is not None:
         return commit.modification_time
     checkpoint = segment.checkpoint
     return checkpoint.files[0].modification_time if checkpoint is not None else 0
 
 
+def _missing_ict(commit: LogFile, enablement: tuple[int, int] | None) -> CorruptLogError:
+    since = f"version {enablement[0]}" if enablement else "the table's creation"
+    return CorruptLogError(
+        f"{commit.name}: in-commit timestamps are enabled since {since}, but this commit"
+        " has no integer inCommitTimestamp in its commitInfo"
+    )
+
+
 def commit_timestamps(
     store: LogStore, listing: list[LogFile], config: TableConfiguration
 ) -> list[CommitTimestamp]:
-    """Commit timestamps of every published commit, ICT where enabled."""
+    """Commit timestamps of every published commit, ICT where enabled.
+
+    A commit from the enablement version on without an integer
+    ``inCommitTimestamp`` is a :class:`CorruptLogError` (delta-spark:
+    DELTA_MISSING_COMMIT_TIMESTAMP): falling back to its file time would
+    mix two clocks and could resolve a timestamp to the wrong version."""
     commits = [f for f in listing if f.kind is LogFileKind.COMMIT]
     enablement = (config.in_commit_timestamp_enablement or (None, None))[0]
     ict_enabled = config.in_commit_timestamps_enabled
@@ -268,8 +283,10 @@ def commit_timestamps(
     ict: dict[int, int] = {}
     for file, data in zip(ict_commits, store.read_many([c.name for c in ict_commits]), strict=True):
         body = first_commit_info(data)
-        if body and type(body.get("inCommitTimestamp")) is int:  # not a bool
-            ict[file.require_version()] = body["inCommitTimestamp"]
+        value = body.get("inCommitTimestamp") if body else None
+        if type(value) is not int:  # absent, null, text, a bool...
+            raise _missing_ict(file, config.in_commit_timestamp_enablement)
+        ict[file.require_version()] = value
     file_times = monotonize(
         [
             CommitTimestamp(c.require_version(), c.modification_time, "fileModificationTime")

@@ -904,7 +904,7 @@ def _apply_json_damage(path: Path, kind: str, value: Any, choice: st.DataObject)
 
 
 @settings(
-    max_examples=60,
+    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -937,7 +937,7 @@ def _log_files(root: Path) -> list[Path]:
 
 
 @settings(
-    max_examples=50,
+    max_examples=120,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -1003,3 +1003,79 @@ def test_written_table_reads_as_deltalake(written_table: Path) -> None:
         == _deltalake(written_table)
         == _replay(written_table)
     )
+
+
+# --- in-commit timestamps ---------------------------------------------------------------
+
+_ICT_SCHEMA = json.dumps(
+    {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+)
+_ICT_BASE = 1_700_000_000_000
+
+
+def _ict_table(root: Path, commit_infos: list[dict[str, Any]]) -> None:
+    """A table with in-commit timestamps enabled at creation: one commit per
+    ``commitInfo`` given, each adding one file."""
+    log = root / LOG
+    log.mkdir(parents=True)
+    for version, info in enumerate(commit_infos):
+        lines: list[dict[str, Any]] = [{"commitInfo": info}]
+        if version == 0:
+            lines.append(
+                {
+                    "protocol": {
+                        "minReaderVersion": 1,
+                        "minWriterVersion": 7,
+                        "writerFeatures": ["inCommitTimestamp"],
+                    }
+                }
+            )
+            lines.append(
+                {
+                    "metaData": {
+                        "id": "ict",
+                        "format": {"provider": "parquet", "options": {}},
+                        "schemaString": _ICT_SCHEMA,
+                        "partitionColumns": [],
+                        "configuration": {"delta.enableInCommitTimestamps": "true"},
+                    }
+                }
+            )
+        add = {"path": f"f{version}.parquet", "size": 1, "modificationTime": 1}
+        lines.append({"add": {**add, "partitionValues": {}, "dataChange": True}})
+        (log / f"{version:020d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def _ict(version: int) -> dict[str, Any]:
+    return {"inCommitTimestamp": _ICT_BASE + 1000 * version, "operation": "WRITE"}
+
+
+def test_in_commit_timestamps_resolve_time_travel(tmp_path: Path) -> None:
+    _ict_table(tmp_path, [_ict(0), _ict(1), _ict(2)])
+    for version in range(3):
+        at = _ict(version)["inCommitTimestamp"]
+        assert load_snapshot(str(tmp_path), timestamp=at).version == version
+        assert load_snapshot(str(tmp_path), version=version).timestamp == at
+
+
+@pytest.mark.parametrize(
+    ("damaged", "readers"),
+    [
+        pytest.param({"operation": "WRITE"}, ("latest", "timestamp"), id="missing"),
+        pytest.param({"inCommitTimestamp": None}, ("latest", "timestamp"), id="null"),
+        pytest.param({"inCommitTimestamp": True}, ("latest", "timestamp", "head"), id="bool"),
+        pytest.param({"inCommitTimestamp": "1700000002000"}, ("latest", "head"), id="text"),
+        pytest.param({"inCommitTimestamp": 1.7e12}, ("latest", "head"), id="fraction"),
+    ],
+)
+def test_a_missing_or_mistyped_in_commit_timestamp_is_a_typed_error(
+    tmp_path: Path, damaged: dict[str, Any], readers: tuple[str, ...]
+) -> None:
+    """Falling back to the file time would mix two clocks: time travel could
+    resolve to the wrong version, and the snapshot's timestamp would be wrong."""
+    _ict_table(tmp_path, [_ict(0), _ict(1), damaged])
+    outcomes = _read_every_way(tmp_path)
+    for name in readers:
+        assert isinstance(outcomes[name], CorruptLogError), (name, outcomes[name])
+    # versions before the damage still read, with their own timestamps
+    assert load_snapshot(str(tmp_path), version=1).timestamp == _ict(1)["inCommitTimestamp"]
