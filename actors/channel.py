@@ -74,10 +74,9 @@ from raydelta.protocol.actions import (
     Metadata,
     Protocol,
     Txn,
-    action_from_wrapper,
     action_to_wrapper,
 )
-from raydelta.protocol.events import CommitReply, CommitRequest
+from raydelta.protocol.events import CommitReply, CommitRequest, actions_in
 from raydelta.protocol.reconciliation import TableHead
 
 logger = logging.getLogger(__name__)
@@ -143,27 +142,12 @@ class _Frame(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _actions_from_wrappers(value: Any) -> Any:
-    if not isinstance(value, (list, tuple)):
-        return value
-    out: list[Any] = []
-    for item in value:
-        if isinstance(item, dict):
-            action = action_from_wrapper(item)
-            if action is None:
-                raise ValueError(f"not an action: {item!r}")
-            out.append(action)
-        else:
-            out.append(item)
-    return out
-
-
 class _WithActions(_Frame):
     """Actions travel as the log's wrappers (``{"add": {...}}``)."""
 
     actions: tuple[Action, ...] = ()
 
-    _parse_actions = field_validator("actions", mode="before")(_actions_from_wrappers)
+    _parse_actions = field_validator("actions", mode="before")(actions_in)
 
     @field_serializer("actions")
     def _serialize_actions(self, actions: tuple[Action, ...]) -> list[Any]:

@@ -150,7 +150,7 @@ class ReadSet(_Event):
         )
 
 
-def _actions_in(value: Any) -> Any:
+def actions_in(value: Any) -> Any:
     """Accept action models or log wrappers (``{"add": {...}}``)."""
     if not isinstance(value, (list, tuple)):
         return value
@@ -186,7 +186,7 @@ class CommitRequest(_Event):
     staged_commit_path: str | None = None
     expected_version: int | None = None
 
-    _normalize_actions = field_validator("actions", mode="before")(_actions_in)
+    _normalize_actions = field_validator("actions", mode="before")(actions_in)
 
     @field_serializer("actions")
     def _serialize_actions(self, actions: tuple[Action, ...]) -> list[Any]:
