@@ -191,7 +191,7 @@ def parse_interval_ms(text: str) -> int:
 class TableConfiguration:
     """Validated protocol + metadata of one table version.
 
-    >>> from protocol.actions import Metadata, Protocol
+    >>> from raydelta.protocol.actions import Metadata, Protocol
     >>> schema = '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,'
     >>> schema += '"metadata":{}}]}'
     >>> config = TableConfiguration(
