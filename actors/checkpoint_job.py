@@ -82,7 +82,7 @@ def run_checkpoint(
     import ray
 
     from raydelta.actors.checkpoint_actor import checkpoint_actor
-    from raydelta.actors.cluster import ensure_ray, normalize_uri
+    from raydelta.actors.cluster import ensure_ray, get_unwrapped, normalize_uri
 
     ensure_ray()
     handle = checkpoint_actor(normalize_uri(uri))
@@ -114,13 +114,10 @@ def run_checkpoint(
             sys.stderr.flush()
             last_line, shown = line, True
     try:
-        summary = ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:
+        summary = get_unwrapped(ref)
+    except Exception:
         if shown and interactive:  # the error message starts a clean line
             sys.stderr.write("\r" + " " * len(last_line) + "\r")
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, (RaydeltaError, ValueError, FileNotFoundError)):
-            raise cause from None
         raise
     if shown or (progress and not interactive):
         done = (

@@ -94,6 +94,19 @@ def start_actor(
     ).remote(*args, **kwargs)
 
 
+def get_unwrapped(ref: Any) -> Any:
+    """``ray.get(ref)``, re-raising an error the remote method raised as itself
+    (typed, e.g. ``RetentionTooShortError``), not wrapped in ``RayTaskError``."""
+    ray = ensure_ray()
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise
+
+
 def stop_actor(handle: Any, *, timeout_s: float = 60.0) -> None:
     """Kill ``handle`` for good and wait until it is reported dead: ``ray.kill``
     only asks, and until the process is gone it may still answer."""

@@ -46,7 +46,15 @@ from raydelta.storage.metadata_cleanup import MetadataCleanupReport
 from raydelta.storage.snapshot import Snapshot
 from raydelta.storage.snapshot import load_snapshot as _load_snapshot
 from raydelta.storage.vacuum import VacuumReport
-from raydelta.table import History, Table, Transaction, create_table, open_table, release_table
+from raydelta.table import (
+    History,
+    Table,
+    Transaction,
+    check_version,
+    create_table,
+    open_table,
+    release_table,
+)
 
 __version__ = "0.2.0"
 
@@ -66,10 +74,7 @@ def load_snapshot(
     """
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("pass version or timestamp, not both")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise InvalidArgumentError(f"version must be an int, got {version!r}")
-    if version is not None and version < 0:
-        raise InvalidArgumentError(f"version must not be negative, got {version}")
+    check_version(version)
     from raydelta.actors.cluster import normalize_uri
 
     return _load_snapshot(

@@ -73,6 +73,8 @@ def _run(cleaner: Any, method: str, kwargs: dict[str, Any]) -> Any:
     """Call ``cleaner.<method>(**kwargs)``, echoing its progress to stderr."""
     import ray
 
+    from raydelta.actors.cluster import get_unwrapped
+
     ref = getattr(cleaner, method).remote(**kwargs)
     shown: tuple[Any, ...] = ()
     while True:
@@ -88,13 +90,7 @@ def _run(cleaner: Any, method: str, kwargs: dict[str, Any]) -> Any:
             shown = line
             stage, done, total = line
             _progress(f"{method}: {stage}" + (f" {done}/{total}" if total else ""))
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, BaseException):
-            raise cause from None
-        raise
+    return get_unwrapped(ref)
 
 
 def _cleaner(uri: str) -> Any:

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from raydelta.actors.cluster import get_unwrapped
+
 POLL_SECONDS = 0.2
 ProgressReading = tuple[str, int, int]
 """``(stage, done, total)``; total 0 when unknown."""
@@ -78,10 +80,4 @@ def wait_with_progress(ref: Any, read: Callable[[], ProgressReading | None], *, 
                 continue
             if reading is not None:
                 bar.show(*reading)
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, BaseException):
-            raise cause from None
-        raise
+    return get_unwrapped(ref)

@@ -40,6 +40,7 @@ from raydelta.protocol.errors import (
     TableNotFoundError,
 )
 from raydelta.protocol.events import CommitCommitted
+from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.predicates import Predicate
 from raydelta.protocol.schema import physical_name
@@ -66,6 +67,14 @@ def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 def _check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+
+
+def check_version(version: Any) -> None:
+    """Refuse a version that is not None or a non-negative int."""
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or version < 0
+    ):
+        raise InvalidArgumentError(f"version must be a non-negative int, got {version!r}")
 
 
 def create_table(
@@ -202,10 +211,8 @@ class Table(TableClient):
                     partition_by,
                     config.column_mapping_mode,
                 )
-            doomed_paths = set(doomed.column("path").to_pylist())
-            for add in snapshot.state.add_files() if doomed_paths else ():
-                if add.path in doomed_paths:
-                    txn.remove(add)
+            for row in doomed.to_pylist():  # models for the replaced files only
+                txn.remove(row_to_add(row))
         if result.protocol is not None:
             txn.upgrade_protocol(
                 reader_features=result.protocol.reader_features or (),
@@ -262,10 +269,7 @@ class Table(TableClient):
         """The table's rows (deletion vectors applied, column mapping resolved),
         reading only the files ``filter`` may need (partition pruning and
         statistics skipping). ``filter``: SQL text or a pyarrow expression."""
-        if version is not None and (
-            isinstance(version, bool) or not isinstance(version, int) or version < 0
-        ):
-            raise InvalidArgumentError(f"version must be a non-negative int, got {version!r}")
+        check_version(version)
         snapshot = self.snapshot(version=version)
         from raydelta.progress import Bar
 
