@@ -1,7 +1,8 @@
 """Session fixtures: one local Ray cluster and one local Spark, both started lazily.
 
 Ray: ``ray.init(num_cpus=2, include_dashboard=False)`` once per session, shut
-down at the end. Spark: ``local[2]`` once per session (PySpark 4 on Java 17).
+down at the end. Spark: ``local[2]`` once per session (PySpark 4 on Java 17) with delta-spark's
+jars (``tests/delta_spark_jars.py``).
 Tests that don't ask for them never start them.
 """
 
@@ -128,12 +129,22 @@ def spark() -> Iterator[Any]:
         pytest.skip("PySpark needs Java 17, which is not on PATH")
     from pyspark.sql import SparkSession
 
+    from tests.delta_spark_jars import delta_jars
+
+    # The one session of the run has the real delta-spark on it (the JVM Delta
+    # source, its SQL extensions and catalog), next to our `raydelta` format.
     session = (
         SparkSession.builder.master("local[2]")
         .appName("raydelta-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.jars", ",".join(str(jar) for jar in delta_jars()))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog",
+            "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        )
         .getOrCreate()
     )
     yield session
