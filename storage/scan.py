@@ -302,6 +302,22 @@ def scan(
     return result.select(wanted)
 
 
+def select_files(
+    files: pa.Table,
+    filter: Filter | None,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    *,
+    column_mapping_mode: str = "none",
+) -> pa.Table:
+    """The rows of ``files`` that :func:`scan` with ``filter`` reads (the same
+    partition pruning and statistics skipping), for readers that split the
+    files among tasks and scan each group. Raises on a filter that does not
+    parse, before any file is read."""
+    predicate, _ = _plan_filter(filter, schema)
+    return prune_files(files, predicate, schema, partition_columns, column_mapping_mode)
+
+
 def _plan_filter(
     filter: Filter | None, schema: StructType
 ) -> tuple[Predicate | None, Callable[[pa.Table], pa.Table] | None]:
