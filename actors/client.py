@@ -69,6 +69,7 @@ from raydelta.protocol.events import (
 from raydelta.protocol.reconciliation import TableHead, apply_commits
 from raydelta.protocol.schema import (
     ColumnMappingMode,
+    StructType,
     assign_column_mapping,
     column_mapping_mode_from,
     serialize_schema,
@@ -148,6 +149,43 @@ def create_table(
     return table
 
 
+def new_table_actions(
+    schema: StructType,
+    *,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    protocol: Protocol | None = None,
+) -> tuple[Protocol, Metadata]:
+    """The ``protocol`` and ``metaData`` of a new table's version 0: the
+    smallest protocol that supports what ``properties`` turn on (unless
+    given), column-mapping ids and physical names assigned when enabled."""
+    config = {k: str(v) for k, v in (properties or {}).items()}
+    if config.get(props.ENABLE_ROW_TRACKING) == "true":
+        config.setdefault(props.MATERIALIZED_ROW_ID_COLUMN, f"_row-id-col-{uuid.uuid4()}")
+        config.setdefault(
+            props.MATERIALIZED_ROW_COMMIT_VERSION_COLUMN, f"_row-commit-version-col-{uuid.uuid4()}"
+        )
+    table_schema = schema
+    if column_mapping_mode_from(config.get(COLUMN_MAPPING_MODE)) is not ColumnMappingMode.NONE:
+        table_schema, max_id = assign_column_mapping(
+            table_schema, new_physical_name=lambda: f"col-{uuid.uuid4()}"
+        )
+        config[COLUMN_MAPPING_MAX_ID] = str(max(max_id, int(config.get(COLUMN_MAPPING_MAX_ID, 0))))
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        name=name,
+        description=description,
+        format=Format(provider="parquet", options={}),
+        schemaString=serialize_schema(table_schema),
+        partitionColumns=list(partition_by),
+        createdTime=int(time.time() * 1000),
+        configuration=config,
+    )
+    return protocol or _default_protocol(config), metadata
+
+
 def commit_create(
     table: TableClient,
     schema: pa.Schema,
@@ -164,29 +202,15 @@ def commit_create(
     Raises :class:`~raydelta.protocol.errors.TableAlreadyExistsError` if the
     table exists.
     """
-    config = {k: str(v) for k, v in (properties or {}).items()}
-    if config.get(props.ENABLE_ROW_TRACKING) == "true":
-        config.setdefault(props.MATERIALIZED_ROW_ID_COLUMN, f"_row-id-col-{uuid.uuid4()}")
-        config.setdefault(
-            props.MATERIALIZED_ROW_COMMIT_VERSION_COLUMN, f"_row-commit-version-col-{uuid.uuid4()}"
-        )
-    table_schema = from_arrow(schema)
-    if column_mapping_mode_from(config.get(COLUMN_MAPPING_MODE)) is not ColumnMappingMode.NONE:
-        table_schema, max_id = assign_column_mapping(
-            table_schema, new_physical_name=lambda: f"col-{uuid.uuid4()}"
-        )
-        config[COLUMN_MAPPING_MAX_ID] = str(max(max_id, int(config.get(COLUMN_MAPPING_MAX_ID, 0))))
-    metadata = Metadata(
-        id=str(uuid.uuid4()),
+    new_protocol, metadata = new_table_actions(
+        from_arrow(schema),
+        partition_by=partition_by,
+        properties=properties,
         name=name,
         description=description,
-        format=Format(provider="parquet", options={}),
-        schemaString=serialize_schema(table_schema),
-        partitionColumns=list(partition_by),
-        createdTime=int(time.time() * 1000),
-        configuration=config,
+        protocol=protocol,
     )
-    actions: list[Action] = [protocol or _default_protocol(config), metadata]
+    actions: list[Action] = [new_protocol, metadata]
     request = CommitRequest(
         txn_id=str(uuid.uuid4()),
         read_set=ReadSet(read_version=-1),
@@ -194,7 +218,7 @@ def commit_create(
         operation="CREATE TABLE",
         operation_parameters={
             "partitionBy": list(partition_by),
-            "properties": config,
+            "properties": dict(metadata.configuration),
         },
         commit_time_ms=int(time.time() * 1000),
     )

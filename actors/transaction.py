@@ -22,6 +22,7 @@ import pyarrow as pa
 from raydelta.protocol.actions import (
     Action,
     AddFile,
+    CommitInfo,
     DomainMetadata,
     Metadata,
     Protocol,
@@ -208,6 +209,13 @@ class Transaction:
         )
         self._actions = [a for a in self._actions if not isinstance(a, Protocol)]
         self._actions.append(upgraded)
+        return self
+
+    def set_user_metadata(self, text: str) -> Transaction:
+        """Record ``text`` as the commit's ``commitInfo.userMetadata``
+        (delta-spark's ``userMetadata`` write option)."""
+        self._actions = [a for a in self._actions if not isinstance(a, CommitInfo)]
+        self._actions.append(CommitInfo.model_validate({"userMetadata": text}))
         return self
 
     @property
