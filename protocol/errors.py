@@ -220,6 +220,13 @@ class CommitFailedError(RaydeltaError):
     """The commit could not be written for a non-logical reason (I/O)."""
 
 
+class UnsupportedStorageError(RaydeltaError):
+    """The table's storage cannot create a file atomically (put-if-absent), so
+    raydelta refuses to write it; the message says how to opt into
+    single-writer mode (``storage_options={"single_writer": "true"}``) when
+    every commit goes through one TableActor and no other engine writes."""
+
+
 class FileAlreadyExistsError(RaydeltaError):
     """Put-if-absent found the target already present."""
 
