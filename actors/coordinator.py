@@ -23,6 +23,11 @@ Invariants:
   winners' actions and the request's read set, so the cost of a commit does
   not grow with the number of files. The file tables are folded lazily,
   when a snapshot is asked for.
+- Storage is reached through three hooks (``_load_snapshot``,
+  ``_read_commits``, ``_put_commit``) plus :meth:`catch_up` and
+  ``_load_window``: a catalog's coordinator of a catalog-managed table
+  (:mod:`raydelta.actors.catalog_tables`) overrides them to ratify into its
+  durable store instead of writing ``<v>.json``; the commit rules stay here.
 """
 
 from __future__ import annotations
@@ -172,7 +177,7 @@ class CommitCoordinator:
         self._txn_versions.clear()
         self._pending = []
         try:
-            snapshot = load_snapshot_from_store(self.table_uri, self.store)
+            snapshot = self._load_snapshot()
         except TableNotFoundError:
             self._files_base = self._head = TableState(table_root=self._root_key)
             self._last_ict = None
@@ -283,14 +288,27 @@ class CommitCoordinator:
             return [c for c in self._window if c.version > read_version]
         # Older than the window: read the missing range from the log.
         needed = range(read_version + 1, self.version + 1)
-        names = [commit_name(v) for v in needed]
         try:
-            blobs = self.store.read_many(names)
+            commits = self._read_commits(needed)
         except FileNotFoundError as exc:
             raise VersionNotFoundError(
                 f"read version {read_version} is older than the retained log of {self.table_uri}"
             ) from exc
-        return [_from_log(v, parse_actions(b)) for v, b in zip(needed, blobs, strict=True)]
+        return [_from_log(v, actions) for v, actions in zip(needed, commits, strict=True)]
+
+    def _read_commits(self, versions: range) -> list[list[Action]]:
+        """The actions of ``versions`` from the log (FileNotFoundError if one is gone)."""
+        blobs = self.store.read_many([commit_name(v) for v in versions])
+        return [parse_actions(b) for b in blobs]
+
+    def _load_snapshot(self, version: int | None = None) -> Snapshot:
+        """The table at ``version`` (latest: None) read from storage."""
+        return load_snapshot_from_store(self.table_uri, self.store, version=version)
+
+    def _put_commit(self, version: int, actions: Sequence[Action]) -> None:
+        """Make ``actions`` version ``version`` durably; raise
+        :class:`FileAlreadyExistsError` when another commit holds that version."""
+        self.store.put_if_absent(commit_name(version), serialize_actions(actions))
 
     # --- committing ---------------------------------------------------------------
 
@@ -324,7 +342,7 @@ class CommitCoordinator:
             now_ms=now,
         )
         try:
-            self.store.put_if_absent(commit_name(0), serialize_actions(actions))
+            self._put_commit(0, actions)
         except FileAlreadyExistsError:
             self.catch_up()
             raise TableAlreadyExistsError(
@@ -383,8 +401,7 @@ class CommitCoordinator:
         entry = self._window_entry(read_version)
         if entry is not None and entry.protocol and entry.metadata:
             return self._configuration_of(entry.protocol, entry.metadata)
-        snapshot = load_snapshot_from_store(self.table_uri, self.store, version=read_version)
-        return snapshot.table_configuration
+        return self._load_snapshot(read_version).table_configuration
 
     def _high_water_mark(self) -> int | None:
         domain = self._head.domain_actions.get(ROW_TRACKING_DOMAIN)
@@ -486,7 +503,7 @@ class CommitCoordinator:
                 )
             crash_point("before_put")
             try:
-                self.store.put_if_absent(commit_name(version), serialize_actions(actions))
+                self._put_commit(version, actions)
             except FileAlreadyExistsError:
                 if self.catch_up() == 0:
                     raise RaydeltaError(
