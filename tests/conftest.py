@@ -149,3 +149,16 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """A real S3 API on loopback: moto's server in a child process, started once
+    per session (``tests/s3_server.py``: ``endpoint``, ``new_bucket()``,
+    ``new_table_uri()``, ``storage_options`` for s3fs, ``aws_options`` as
+    deltalake users spell them). Use a fresh bucket per test."""
+    from tests.s3_server import start_s3_server
+
+    server = start_s3_server()
+    yield server
+    server.stop()
