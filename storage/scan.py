@@ -313,9 +313,34 @@ def select_files(
     """The rows of ``files`` that :func:`scan` with ``filter`` reads (the same
     partition pruning and statistics skipping), for readers that split the
     files among tasks and scan each group. Raises on a filter that does not
-    parse, before any file is read."""
+    parse, before any file is read.
+
+    SQL text outside the predicate subset still prunes by its top-level
+    ``AND`` terms that are in it (``a = 1 AND b % 2 = 0`` prunes by
+    ``a = 1``): rows must satisfy every term, so files none of whose rows
+    satisfy one are skipped safely."""
     predicate, _ = _plan_filter(filter, schema)
+    if predicate is None and isinstance(filter, str):
+        predicate = _prunable_terms(filter)
     return prune_files(files, predicate, schema, partition_columns, column_mapping_mode)
+
+
+def _prunable_terms(sql: str) -> Predicate | None:
+    """The ``AND`` of the top-level terms of ``sql`` that fit the predicate subset."""
+    from sqlglot import exp
+
+    node = parse_expression(sql).node
+    while isinstance(node, exp.Paren):
+        node = node.this
+    terms: list[Predicate] = []
+    for term in node.flatten() if isinstance(node, exp.And) else [node]:
+        try:
+            terms.append(parse_predicate(term.sql(dialect="spark")))
+        except InvalidPredicateError:
+            continue
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else And(children=tuple(terms))
 
 
 def _plan_filter(
