@@ -231,6 +231,58 @@ class FileAlreadyExistsError(RaydeltaError):
     """Put-if-absent found the target already present."""
 
 
+# --- catalog-managed tables (CATALOG_MANAGED.md) -------------------------------
+
+
+class CatalogManagedTableError(RaydeltaError):
+    """A ``catalogManaged`` table was read, written or maintained without its
+    managing catalog (by path only): the log on storage may lack ratified,
+    unpublished commits, so the result would be stale or would bypass the
+    catalog. ``table_uri`` names the table."""
+
+    def __init__(self, message: str, table_uri: str | None = None) -> None:
+        super().__init__(message, table_uri)
+        self.table_uri = table_uri
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CatalogManagedRequirementError(InvalidCommitError):
+    """A commit to a catalog-managed table breaks the feature's writer rules:
+    ``catalogManaged`` missing from the reader or writer features, or
+    in-commit timestamps not supported and active."""
+
+
+class RatificationError(RaydeltaError):
+    """The durable store refused to ratify ``version`` of ``table_id``;
+    ``latest_version`` is the store's latest ratified version (None when it
+    has none)."""
+
+    def __init__(
+        self,
+        message: str,
+        table_id: str | None = None,
+        version: int | None = None,
+        latest_version: int | None = None,
+    ) -> None:
+        super().__init__(message, table_id, version, latest_version)
+        self.table_id = table_id
+        self.version = version
+        self.latest_version = latest_version
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class VersionAlreadyRatifiedError(RatificationError):
+    """Another transaction already holds ``version`` (at most once per version)."""
+
+
+class RatificationOutOfOrderError(RatificationError):
+    """``version`` is not the next one (``latest_version + 1``): ratified only after v-1."""
+
+
 # --- maintenance ---------------------------------------------------------------
 
 

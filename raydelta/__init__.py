@@ -16,14 +16,17 @@ listed in a module's ``__all__`` or starting with an underscore is internal.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from raydelta.actors.checkpoint_results import CheckpointSummary
 from raydelta.actors.cluster import connect
+from raydelta.protocol.catalog_managed import RatifiedCommit
 from raydelta.protocol.durations import parse_duration
 from raydelta.protocol.errors import (
     AppendOnlyViolationError,
+    CatalogManagedTableError,
     CommitFailedError,
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -65,12 +68,22 @@ def load_snapshot(
     version: int | None = None,
     timestamp: int | str | datetime | None = None,
     storage_options: dict[str, Any] | None = None,
+    ratified_commits: Sequence[RatifiedCommit] | None = None,
+    latest_ratified_version: int | None = None,
 ) -> Snapshot:
     """The table at ``uri`` as of the latest version, ``version``, or
     ``timestamp`` (time travel), read from storage: no Ray needed.
 
-    Raises :class:`TableNotFoundError` when there is no table and
-    :class:`VersionNotFoundError` when the version is not reachable.
+    A catalog-managed table (table feature ``catalogManaged``) is read from
+    what its catalog returned: ``ratified_commits`` (staged or inline
+    :class:`RatifiedCommit` s it still holds) and ``latest_ratified_version``;
+    the catalog's commit wins over a published file of the same version and
+    published files past its latest version are ignored.
+
+    Raises :class:`TableNotFoundError` when there is no table,
+    :class:`VersionNotFoundError` when the version is not reachable, and
+    :class:`CatalogManagedTableError` for a catalog-managed table read
+    without its catalog's commits.
     """
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("pass version or timestamp, not both")
@@ -78,12 +91,18 @@ def load_snapshot(
     from raydelta.actors.cluster import normalize_uri
 
     return _load_snapshot(
-        normalize_uri(uri), version=version, timestamp=timestamp, storage_options=storage_options
+        normalize_uri(uri),
+        version=version,
+        timestamp=timestamp,
+        storage_options=storage_options,
+        ratified_commits=ratified_commits,
+        latest_ratified_version=latest_ratified_version,
     )
 
 
 __all__ = [
     "AppendOnlyViolationError",
+    "CatalogManagedTableError",
     "CheckpointSummary",
     "CommitFailedError",
     "ConcurrentAppendException",
@@ -99,6 +118,7 @@ __all__ = [
     "MetadataCleanupReport",
     "ProtocolChangedException",
     "RaydeltaError",
+    "RatifiedCommit",
     "RetentionTooShortError",
     "Snapshot",
     "Table",

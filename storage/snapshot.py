@@ -13,12 +13,23 @@ Invariants:
 - A missing ``_delta_log`` raises :class:`TableNotFoundError`.
 - ``_last_checkpoint`` is advisory: missing, empty, corrupt or pointing at a
   checkpoint that is gone, the listing decides.
+- Catalog-managed tables (CATALOG_MANAGED.md, "Reading Catalog-managed
+  Tables"): given what the catalog returned (``ratified_commits`` and
+  ``latest_ratified_version``), a ratified commit replaces the published file
+  of its version, published files past the latest ratified version are
+  ignored, and the listing fills in the rest; staged commits are read from
+  their files, inline ones come as actions (a table whose commits are all
+  still in the catalog needs no ``_delta_log`` at all). Without that
+  information a table whose protocol names ``catalogManaged`` is refused with
+  :class:`~raydelta.protocol.errors.CatalogManagedTableError`, never returned
+  stale.
 """
 
 from __future__ import annotations
 
 import html
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -35,15 +46,22 @@ from raydelta.protocol.actions import (
     Protocol,
     RemoveFile,
 )
+from raydelta.protocol.catalog_managed import (
+    RatifiedCommit,
+    RatifiedCommits,
+    ensure_catalog_access,
+    parse_staged_commit_path,
+)
 from raydelta.protocol.commit_timestamps import CommitTimestamp, monotonize, version_at_timestamp
 from raydelta.protocol.errors import (
     CorruptLogError,
+    InvalidArgumentError,
     MissingMetadataError,
     MissingProtocolError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from raydelta.protocol.file_names import LogFile, LogFileKind
+from raydelta.protocol.file_names import LogFile, LogFileKind, commit_name
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.log_segment import LogSegment, build_log_segment
 from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
@@ -167,7 +185,59 @@ def _commit_file(segment: LogSegment, listing: list[LogFile], version: int) -> L
     return None
 
 
-def _read_units(store: LogStore, segment: LogSegment) -> list[tuple[LogFile, list[Action]]]:
+InlineCommits = Mapping[str, Sequence[Action]]
+"""Inline commits of a catalog, by the :class:`LogFile` name standing for each."""
+_INLINE_PREFIX = "<inline>/"
+
+
+def _catalog_view(
+    ratified_commits: Sequence[RatifiedCommit] | None, latest_ratified_version: int | None
+) -> RatifiedCommits | None:
+    """What the catalog said, checked (None: the caller has no catalog information)."""
+    if ratified_commits is None and latest_ratified_version is None:
+        return None
+    commits = tuple(ratified_commits or ())
+    latest = latest_ratified_version
+    if latest is None:
+        if not commits:
+            raise InvalidArgumentError(
+                "latest_ratified_version is required when the catalog returned no commit"
+            )
+        latest = commits[-1].version
+    try:
+        return RatifiedCommits(commits=commits, latest_version=latest)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise InvalidArgumentError(f"inconsistent catalog commits: {exc}") from exc
+
+
+def _ratified_files(view: RatifiedCommits | None) -> tuple[list[LogFile], dict[str, list[Action]]]:
+    """A :class:`LogFile` per ratified commit (staged: its file; inline: a name
+    no listing can hold) and the inline commits' actions by that name."""
+    files: list[LogFile] = []
+    inline: dict[str, list[Action]] = {}
+    for commit in () if view is None else view.commits:
+        if commit.path is not None:
+            staged = parse_staged_commit_path(commit.path)
+            assert staged is not None  # RatifiedCommit validated it
+            files.append(staged)
+        else:
+            name = _INLINE_PREFIX + commit_name(commit.version)
+            files.append(LogFile(name, LogFileKind.STAGED_COMMIT, commit.version, format="json"))
+            inline[name] = list(commit.actions or ())
+    return files, inline
+
+
+def _read_commit_units(
+    store: LogStore, units: Sequence[LogFile], inline: InlineCommits
+) -> list[list[Action]]:
+    """:func:`read_commits`, with inline commits taken from ``inline``."""
+    stored = iter(read_commits(store, [u for u in units if u.name not in inline]))
+    return [list(inline[u.name]) if u.name in inline else next(stored) for u in units]
+
+
+def _read_units(
+    store: LogStore, segment: LogSegment, inline: InlineCommits | None = None
+) -> list[tuple[LogFile, list[Action]]]:
     """Each replay unit of ``segment`` with its parsed actions.
 
     A log compaction file is an optimization over commits that are in the
@@ -180,17 +250,18 @@ def _read_units(store: LogStore, segment: LogSegment) -> list[tuple[LogFile, lis
     one metadata action in a given version") and has no single meaning:
     :class:`CorruptLogError`.
     """
+    inline = inline or {}
     units = segment.replay_units()
     compacted = any(u.kind is LogFileKind.COMPACTION for u in units)
     read: list[tuple[LogFile, list[Action]]] | None = None
     try:
-        read = list(zip(units, read_commits(store, units), strict=True))
+        read = list(zip(units, _read_commit_units(store, units, inline), strict=True))
     except CorruptLogError:
         if not compacted:
             raise
     if read is None or any(u.kind is LogFileKind.COMPACTION and not a for u, a in read):
         units = list(segment.commits)
-        read = list(zip(units, read_commits(store, units), strict=True))
+        read = list(zip(units, _read_commit_units(store, units, inline), strict=True))
     root = table_root_key_of(store.fs, store.table_root)
     read = replay_compactions_safely(store, segment, read, root)  # unreconciled: commits
     for unit, actions in read:
@@ -208,8 +279,11 @@ def _check_single_protocol_and_metadata(unit: LogFile, actions: list[Action]) ->
             )
 
 
-def replay_segment(store: LogStore, segment: LogSegment) -> tuple[TableState, dict[int, Any]]:
-    """The state a log segment describes, and the commitInfos it read."""
+def replay_segment(
+    store: LogStore, segment: LogSegment, *, inline: InlineCommits | None = None
+) -> tuple[TableState, dict[int, Any]]:
+    """The state a log segment describes, and the commitInfos it read
+    (``inline``: a catalog's inline commits, see :func:`load_snapshot_from_store`)."""
     root = table_root_key_of(store.fs, store.table_root)
     if segment.checkpoint is not None:
         checkpoint = segment.checkpoint
@@ -218,7 +292,7 @@ def replay_segment(store: LogStore, segment: LogSegment) -> tuple[TableState, di
         state = TableState(table_root=root)
     commit_infos: dict[int, CommitInfo] = {}
     batches = []
-    for unit, actions in _read_units(store, segment):
+    for unit, actions in _read_units(store, segment, inline):
         version = unit.end_version if unit.end_version is not None else unit.require_version()
         batches.append((version, actions))
         if unit.kind is not LogFileKind.COMPACTION:
@@ -243,7 +317,7 @@ def _version_timestamp(
     enablement = config.in_commit_timestamp_enablement
     if config.in_commit_timestamps_enabled and version >= (enablement[0] if enablement else 0):
         info = commit_infos.get(version)
-        if info is None and commit is not None:
+        if info is None and commit is not None and not commit.name.startswith(_INLINE_PREFIX):
             body = first_commit_info(store.read(commit.name))
             try:
                 info = CommitInfo.model_validate(body) if body else None
@@ -314,29 +388,69 @@ def _parse_timestamp_ms(timestamp: int | float | str | datetime) -> int:
 
 
 def load_table_head(
-    uri: str, version: int | None = None, storage_options: dict[str, Any] | None = None
+    uri: str,
+    version: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    ratified_commits: Sequence[RatifiedCommit] | None = None,
+    latest_ratified_version: int | None = None,
 ) -> TableHead:
     """Protocol, metadata, txns and domains at the latest version or ``version``,
     without reading a single file action: only the non-file columns of the
     checkpoint and the commits after it (what history, cleanup and timestamp
     resolution need; milliseconds where a full snapshot of a huge table takes
-    seconds)."""
-    return load_head_from_store(uri, log_store_for(uri, storage_options), version=version)
+    seconds). The catalog arguments are :func:`load_snapshot`'s."""
+    return load_head_from_store(
+        uri,
+        log_store_for(uri, storage_options),
+        version=version,
+        ratified_commits=ratified_commits,
+        latest_ratified_version=latest_ratified_version,
+    )
 
 
-def load_head_from_store(uri: str, store: LogStore, *, version: int | None = None) -> TableHead:
-    listing = _listing(uri, store)
-    return _load_head(uri, store, listing, read_last_checkpoint(store), version)
+def load_head_from_store(
+    uri: str,
+    store: LogStore,
+    *,
+    version: int | None = None,
+    ratified_commits: Sequence[RatifiedCommit] | None = None,
+    latest_ratified_version: int | None = None,
+) -> TableHead:
+    view = _catalog_view(ratified_commits, latest_ratified_version)
+    listing = _listing(uri, store, view)
+    return _load_head(uri, store, listing, read_last_checkpoint(store), version, view)
 
 
-def _listing(uri: str, store: LogStore) -> list[LogFile]:
-    """The whole log listing; a missing or empty log is a table-not-found error."""
+def _listing(uri: str, store: LogStore, view: RatifiedCommits | None = None) -> list[LogFile]:
+    """The whole log listing; a missing or empty log is a table-not-found error
+    (unless the catalog holds commits: then the log may not exist yet)."""
+    held = view is not None and bool(view.commits)
     if not store.log_exists():
+        if held:
+            return []
         raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} does not exist")
     listing = store.list_from(0)
-    if not any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
+    if not held and not any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
         raise TableNotFoundError(f"no Delta table at {uri}: {store.log_dir} holds no commits")
     return listing
+
+
+def _segment(
+    listing: list[LogFile],
+    hint: LastCheckpointInfo | None,
+    version: int | None,
+    view: RatifiedCommits | None,
+) -> tuple[LogSegment, dict[str, list[Action]]]:
+    files, inline = _ratified_files(view)
+    segment = build_log_segment(
+        listing,
+        target_version=version,
+        last_checkpoint_hint=hint,
+        ratified_commits=files,
+        catalog_latest_version=None if view is None else view.latest_version,
+    )
+    return segment, inline
 
 
 def _load_head(
@@ -345,24 +459,28 @@ def _load_head(
     listing: list[LogFile],
     hint: LastCheckpointInfo | None,
     version: int | None,
+    view: RatifiedCommits | None = None,
 ) -> TableHead:
-    segment = build_log_segment(listing, target_version=version, last_checkpoint_hint=hint)
+    segment, inline = _segment(listing, hint, version, view)
     if segment.checkpoint is not None:
         state = checkpoint_head(store, segment.checkpoint.version, segment.checkpoint.files)
     else:
         state = TableState()
     batches = []
-    for unit, actions in _read_units(store, segment):
+    for unit, actions in _read_units(store, segment, inline):
         end = unit.end_version if unit.end_version is not None else unit.require_version()
         batches.append((end, [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]))
     state = apply_commits(state, batches)
-    _check_replayed(uri, state, version)
+    _check_replayed(uri, state, version, through_catalog=view is not None)
     return state.head()
 
 
-def _check_replayed(uri: str, state: TableState, version: int | None) -> None:
+def _check_replayed(
+    uri: str, state: TableState, version: int | None, *, through_catalog: bool
+) -> None:
     """The replayed state has a protocol and metadata, is at ``version`` (when
-    asked for one), and its protocol is one we can read."""
+    asked for one), its protocol is one we can read, and a catalog-managed
+    table was read with its catalog's commits."""
     if state.protocol is None:
         raise MissingProtocolError(f"no protocol action found replaying {uri} to v{state.version}")
     if state.metadata is None:
@@ -370,6 +488,43 @@ def _check_replayed(uri: str, state: TableState, version: int | None) -> None:
     if version is not None and state.version != version:
         raise VersionNotFoundError(f"version {version} of {uri} cannot be reconstructed")
     ensure_readable(state.protocol)
+    ensure_catalog_access(state.protocol, table_uri=uri, through_catalog=through_catalog)
+
+
+def _catalog_timestamps(
+    store: LogStore, listing: list[LogFile], config: TableConfiguration, view: RatifiedCommits
+) -> list[CommitTimestamp]:
+    """:func:`commit_timestamps` of a catalog-managed table: published commits
+    up to the latest ratified version, each ratified commit's own timestamp
+    (``RatifiedCommit.timestamp``, else its commitInfo) in place of its file's."""
+    held = {c.version: c for c in view.commits}
+    latest = view.latest_version
+    published = [
+        f
+        for f in listing
+        if f.kind is LogFileKind.COMMIT
+        and f.require_version() not in held
+        and (latest is None or f.require_version() <= latest)
+    ]
+    stamps = [c for c in commit_timestamps(store, published, config)]
+    for commit in view.commits:
+        stamp = commit.timestamp
+        if stamp is None:
+            if commit.actions is not None:
+                infos = [a for a in commit.actions if isinstance(a, CommitInfo)]
+                stamp = infos[0].in_commit_timestamp if infos else None
+            elif commit.staged_name is not None:
+                body = first_commit_info(store.read(commit.staged_name))
+                value = body.get("inCommitTimestamp") if body else None
+                stamp = value if type(value) is int else None
+        if stamp is None:
+            raise CorruptLogError(
+                f"ratified commit {commit.version} has no inCommitTimestamp (a catalog-managed "
+                "table must use in-commit timestamps)"
+            )
+        stamps.append(CommitTimestamp(commit.version, stamp, "inCommitTimestamp"))
+    stamps.sort(key=lambda c: c.version)
+    return stamps
 
 
 def load_snapshot(
@@ -377,6 +532,9 @@ def load_snapshot(
     version: int | None = None,
     timestamp: int | float | str | datetime | None = None,
     storage_options: dict[str, Any] | None = None,
+    *,
+    ratified_commits: Sequence[RatifiedCommit] | None = None,
+    latest_ratified_version: int | None = None,
 ) -> Snapshot:
     """Load the table at ``uri`` at its latest version, ``version``, or ``timestamp``.
 
@@ -384,13 +542,26 @@ def load_snapshot(
     offset is given) or a ``datetime``; the snapshot is the newest version
     committed at or before it.
 
+    A catalog-managed table is read from what its catalog returned:
+    ``ratified_commits`` (the commits it still holds, ascending and
+    contiguous, staged or inline) and ``latest_ratified_version`` (its
+    latest version, authoritative). Without them such a table raises
+    :class:`~raydelta.protocol.errors.CatalogManagedTableError`.
+
     >>> snap = load_snapshot("file:///tmp/events")          # doctest: +SKIP
     >>> snap.version, snap.num_files                          # doctest: +SKIP
     """
     if version is not None and timestamp is not None:
         raise ValueError("pass version or timestamp, not both")
     store = log_store_for(uri, storage_options)
-    return load_snapshot_from_store(uri, store, version=version, timestamp=timestamp)
+    return load_snapshot_from_store(
+        uri,
+        store,
+        version=version,
+        timestamp=timestamp,
+        ratified_commits=ratified_commits,
+        latest_ratified_version=latest_ratified_version,
+    )
 
 
 def load_snapshot_from_store(
@@ -399,19 +570,27 @@ def load_snapshot_from_store(
     *,
     version: int | None = None,
     timestamp: int | float | str | datetime | None = None,
+    ratified_commits: Sequence[RatifiedCommit] | None = None,
+    latest_ratified_version: int | None = None,
 ) -> Snapshot:
-    listing = _listing(uri, store)
+    view = _catalog_view(ratified_commits, latest_ratified_version)
+    listing = _listing(uri, store, view)
     hint = read_last_checkpoint(store)
     if timestamp is not None:
-        config = _load_head(uri, store, listing, hint, None).table_configuration
+        config = _load_head(uri, store, listing, hint, None, view).table_configuration
+        stamps = (
+            commit_timestamps(store, listing, config)
+            if view is None
+            else _catalog_timestamps(store, listing, config, view)
+        )
         version = version_at_timestamp(
-            commit_timestamps(store, listing, config),
+            stamps,
             _parse_timestamp_ms(timestamp),
             enablement_version=(config.in_commit_timestamp_enablement or (None, None))[0],
             enablement_timestamp=(config.in_commit_timestamp_enablement or (None, None))[1],
         )
-    segment = build_log_segment(listing, target_version=version, last_checkpoint_hint=hint)
-    state, commit_infos = replay_segment(store, segment)
-    _check_replayed(uri, state, version)
+    segment, inline = _segment(listing, hint, version, view)
+    state, commit_infos = replay_segment(store, segment, inline=inline)
+    _check_replayed(uri, state, version, through_catalog=view is not None)
     stamp = _version_timestamp(store, listing, segment, state, commit_infos)
     return Snapshot(uri, state, segment, stamp, commit_infos)
