@@ -6,6 +6,13 @@ carries ``baseRowId`` (its rows take ``baseRowId + row index``) and
 records the high-water mark, the highest id ever assigned (PROTOCOL.md,
 "Row Tracking").
 
+The spec's text names the domain's key ``highWaterMark``; delta-spark,
+delta-kernel-java and delta-kernel-rs all write and read
+``{"rowIdHighWaterMark": N, "domainName": "delta.rowTracking"}``. A writer
+that used the spec's spelling would make delta-spark read a high-water mark
+of 0 and hand out row ids again, so raydelta writes delta-spark's shape and
+reads either key (``rowIdHighWaterMark`` first).
+
 Invariants:
 - Pure: values in, values out.
 - :func:`assign_row_tracking` gives the fresh adds of one commit disjoint,
@@ -13,7 +20,8 @@ Invariants:
   domain it emits covers them; adds that keep a committed ``baseRowId``
   keep it.
 - :func:`high_water_mark_of` refuses a domain without an integer
-  ``highWaterMark`` (:class:`InvalidFileActionError`), never guesses one.
+  ``rowIdHighWaterMark`` (or ``highWaterMark``) (:class:`InvalidFileActionError`),
+  never guesses one.
 """
 
 from __future__ import annotations
@@ -27,12 +35,18 @@ from raydelta.protocol.errors import InvalidFileActionError
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 ROW_TRACKING_PRESERVED_TAG = "delta.rowTracking.preserved"
+HIGH_WATER_MARK_KEY = "rowIdHighWaterMark"
+"""The key delta-spark and the Delta kernels write (the spec's text says ``highWaterMark``)."""
+SPEC_HIGH_WATER_MARK_KEY = "highWaterMark"
 
 
 def high_water_mark_of(domain: DomainMetadata) -> int:
-    """The ``highWaterMark`` of a ``delta.rowTracking`` domain configuration."""
+    """The high-water mark of a ``delta.rowTracking`` domain configuration
+    (``rowIdHighWaterMark``, else the spec text's ``highWaterMark``)."""
     try:
-        value = json.loads(domain.configuration)["highWaterMark"]
+        parsed = json.loads(domain.configuration)
+        key = HIGH_WATER_MARK_KEY if HIGH_WATER_MARK_KEY in parsed else SPEC_HIGH_WATER_MARK_KEY
+        value = parsed[key]
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidFileActionError(
             f"domain {ROW_TRACKING_DOMAIN} has no integer highWaterMark: {domain.configuration!r}"
@@ -47,7 +61,10 @@ def high_water_mark_of(domain: DomainMetadata) -> int:
 def row_tracking_domain(high_water_mark: int) -> DomainMetadata:
     return DomainMetadata(
         domain=ROW_TRACKING_DOMAIN,
-        configuration=json.dumps({"highWaterMark": high_water_mark}, separators=(",", ":")),
+        configuration=json.dumps(
+            {HIGH_WATER_MARK_KEY: high_water_mark, "domainName": ROW_TRACKING_DOMAIN},
+            separators=(",", ":"),
+        ),
         removed=False,
     )
 

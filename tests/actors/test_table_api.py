@@ -44,6 +44,7 @@ from raydelta.protocol.errors import (
     UnsupportedTableFeatureException,
 )
 from raydelta.protocol.events import CommitRequest, ReadSet
+from raydelta.protocol.row_tracking import high_water_mark_of
 from raydelta.protocol.schema import parse_schema, serialize_schema
 from raydelta.protocol.table_features import supported_features, upgrade_protocol
 from raydelta.storage.history import load_history
@@ -684,7 +685,7 @@ def test_row_ids_never_overlap_across_concurrent_commits(
             a for a in actions if isinstance(a, DomainMetadata) and a.domain == "delta.rowTracking"
         ]
         assert len(domains) == 1, f"v{version} has no delta.rowTracking domain"
-        mark = json.loads(domains[0].configuration)["highWaterMark"]
+        mark = high_water_mark_of(domains[0])
         for add in adds:
             assert add.base_row_id is not None and add.num_records is not None
             assert add.default_row_commit_version == version
@@ -705,9 +706,7 @@ def test_row_ids_never_overlap_across_concurrent_commits(
     assert sum(end - start + 1 for start, end, _ in ranges) == total
     assert marks == sorted(marks)
     final = table.snapshot()
-    assert json.loads(final.domains["delta.rowTracking"].configuration) == {
-        "highWaterMark": total - 1
-    }
+    assert high_water_mark_of(final.domains["delta.rowTracking"]) == total - 1
     assert sorted(
         (f.base_row_id, f.path) for f in final.add_files() if f.base_row_id is not None
     ) == [(start, path) for start, _, path in ranges]
