@@ -283,6 +283,49 @@ class RatificationOutOfOrderError(RatificationError):
     """``version`` is not the next one (``latest_version + 1``): ratified only after v-1."""
 
 
+class PublishBacklogError(RaydeltaError):
+    """Retryable: the catalog has ``backlog`` ratified commits of the table not
+    yet published, the bound its ``setting`` (``max_unpublished``) allows;
+    nothing was committed. Retry the same commit (same ``txnId``) shortly."""
+
+    retryable = True
+
+    def __init__(self, message: str, setting: str | None = None, backlog: int | None = None):
+        super().__init__(message, setting, backlog)
+        self.setting = setting
+        self.backlog = backlog
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+# --- authorization (catalog-managed tables) ---------------------------------------
+
+
+class UnauthenticatedError(RaydeltaError):
+    """The caller presented no catalog token, or one the catalog did not issue."""
+
+
+class PermissionDeniedError(RaydeltaError):
+    """The principal lacks privileges on the table; ``missing`` names them
+    (``"write"``, ``"alter"``...). Nothing was changed."""
+
+    def __init__(
+        self,
+        message: str,
+        principal: str | None = None,
+        table: str | None = None,
+        missing: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message, principal, table, missing)
+        self.principal = principal
+        self.table = table
+        self.missing = tuple(missing)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 # --- maintenance ---------------------------------------------------------------
 
 
