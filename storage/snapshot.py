@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -50,24 +50,31 @@ from raydelta.protocol.catalog_managed import (
     RatifiedCommit,
     RatifiedCommits,
     ensure_catalog_access,
-    parse_staged_commit_path,
 )
 from raydelta.protocol.commit_timestamps import CommitTimestamp, monotonize, version_at_timestamp
 from raydelta.protocol.errors import (
     CorruptLogError,
-    InvalidArgumentError,
+    InvalidTableError,
     MissingMetadataError,
     MissingProtocolError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from raydelta.protocol.file_names import LogFile, LogFileKind, commit_name
+from raydelta.protocol.file_names import LogFile, LogFileKind
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.log_segment import LogSegment, build_log_segment
 from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
 from raydelta.protocol.schema import StructType
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
+from raydelta.storage.catalog_commits import (
+    INLINE_PREFIX,
+    InlineCommits,
+    catalog_commit_timestamps,
+    catalog_view,
+    published_commits,
+    ratified_files,
+)
 from raydelta.storage.data_files import table_root_key_of
 from raydelta.storage.log_compaction import replay_compactions_safely
 from raydelta.storage.log_reader import (
@@ -185,48 +192,6 @@ def _commit_file(segment: LogSegment, listing: list[LogFile], version: int) -> L
     return None
 
 
-InlineCommits = Mapping[str, Sequence[Action]]
-"""Inline commits of a catalog, by the :class:`LogFile` name standing for each."""
-_INLINE_PREFIX = "<inline>/"
-
-
-def _catalog_view(
-    ratified_commits: Sequence[RatifiedCommit] | None, latest_ratified_version: int | None
-) -> RatifiedCommits | None:
-    """What the catalog said, checked (None: the caller has no catalog information)."""
-    if ratified_commits is None and latest_ratified_version is None:
-        return None
-    commits = tuple(ratified_commits or ())
-    latest = latest_ratified_version
-    if latest is None:
-        if not commits:
-            raise InvalidArgumentError(
-                "latest_ratified_version is required when the catalog returned no commit"
-            )
-        latest = commits[-1].version
-    try:
-        return RatifiedCommits(commits=commits, latest_version=latest)
-    except ValueError as exc:  # pydantic's ValidationError
-        raise InvalidArgumentError(f"inconsistent catalog commits: {exc}") from exc
-
-
-def _ratified_files(view: RatifiedCommits | None) -> tuple[list[LogFile], dict[str, list[Action]]]:
-    """A :class:`LogFile` per ratified commit (staged: its file; inline: a name
-    no listing can hold) and the inline commits' actions by that name."""
-    files: list[LogFile] = []
-    inline: dict[str, list[Action]] = {}
-    for commit in () if view is None else view.commits:
-        if commit.path is not None:
-            staged = parse_staged_commit_path(commit.path)
-            assert staged is not None  # RatifiedCommit validated it
-            files.append(staged)
-        else:
-            name = _INLINE_PREFIX + commit_name(commit.version)
-            files.append(LogFile(name, LogFileKind.STAGED_COMMIT, commit.version, format="json"))
-            inline[name] = list(commit.actions or ())
-    return files, inline
-
-
 def _read_commit_units(
     store: LogStore, units: Sequence[LogFile], inline: InlineCommits
 ) -> list[list[Action]]:
@@ -317,7 +282,7 @@ def _version_timestamp(
     enablement = config.in_commit_timestamp_enablement
     if config.in_commit_timestamps_enabled and version >= (enablement[0] if enablement else 0):
         info = commit_infos.get(version)
-        if info is None and commit is not None and not commit.name.startswith(_INLINE_PREFIX):
+        if info is None and commit is not None and not commit.name.startswith(INLINE_PREFIX):
             body = first_commit_info(store.read(commit.name))
             try:
                 info = CommitInfo.model_validate(body) if body else None
@@ -417,7 +382,7 @@ def load_head_from_store(
     ratified_commits: Sequence[RatifiedCommit] | None = None,
     latest_ratified_version: int | None = None,
 ) -> TableHead:
-    view = _catalog_view(ratified_commits, latest_ratified_version)
+    view = catalog_view(ratified_commits, latest_ratified_version)
     listing = _listing(uri, store, view)
     return _load_head(uri, store, listing, read_last_checkpoint(store), version, view)
 
@@ -442,7 +407,7 @@ def _segment(
     version: int | None,
     view: RatifiedCommits | None,
 ) -> tuple[LogSegment, dict[str, list[Action]]]:
-    files, inline = _ratified_files(view)
+    files, inline = ratified_files(view)
     segment = build_log_segment(
         listing,
         target_version=version,
@@ -450,6 +415,11 @@ def _segment(
         ratified_commits=files,
         catalog_latest_version=None if view is None else view.latest_version,
     )
+    if view is not None and version is None and segment.version != view.latest_version:
+        raise InvalidTableError(
+            f"the catalog's latest version is {view.latest_version}, but the commits it "
+            f"returned and the published log reach only version {segment.version}"
+        )
     return segment, inline
 
 
@@ -489,42 +459,6 @@ def _check_replayed(
         raise VersionNotFoundError(f"version {version} of {uri} cannot be reconstructed")
     ensure_readable(state.protocol)
     ensure_catalog_access(state.protocol, table_uri=uri, through_catalog=through_catalog)
-
-
-def _catalog_timestamps(
-    store: LogStore, listing: list[LogFile], config: TableConfiguration, view: RatifiedCommits
-) -> list[CommitTimestamp]:
-    """:func:`commit_timestamps` of a catalog-managed table: published commits
-    up to the latest ratified version, each ratified commit's own timestamp
-    (``RatifiedCommit.timestamp``, else its commitInfo) in place of its file's."""
-    held = {c.version: c for c in view.commits}
-    latest = view.latest_version
-    published = [
-        f
-        for f in listing
-        if f.kind is LogFileKind.COMMIT
-        and f.require_version() not in held
-        and (latest is None or f.require_version() <= latest)
-    ]
-    stamps = [c for c in commit_timestamps(store, published, config)]
-    for commit in view.commits:
-        stamp = commit.timestamp
-        if stamp is None:
-            if commit.actions is not None:
-                infos = [a for a in commit.actions if isinstance(a, CommitInfo)]
-                stamp = infos[0].in_commit_timestamp if infos else None
-            elif commit.staged_name is not None:
-                body = first_commit_info(store.read(commit.staged_name))
-                value = body.get("inCommitTimestamp") if body else None
-                stamp = value if type(value) is int else None
-        if stamp is None:
-            raise CorruptLogError(
-                f"ratified commit {commit.version} has no inCommitTimestamp (a catalog-managed "
-                "table must use in-commit timestamps)"
-            )
-        stamps.append(CommitTimestamp(commit.version, stamp, "inCommitTimestamp"))
-    stamps.sort(key=lambda c: c.version)
-    return stamps
 
 
 def load_snapshot(
@@ -573,7 +507,7 @@ def load_snapshot_from_store(
     ratified_commits: Sequence[RatifiedCommit] | None = None,
     latest_ratified_version: int | None = None,
 ) -> Snapshot:
-    view = _catalog_view(ratified_commits, latest_ratified_version)
+    view = catalog_view(ratified_commits, latest_ratified_version)
     listing = _listing(uri, store, view)
     hint = read_last_checkpoint(store)
     if timestamp is not None:
@@ -581,7 +515,9 @@ def load_snapshot_from_store(
         stamps = (
             commit_timestamps(store, listing, config)
             if view is None
-            else _catalog_timestamps(store, listing, config, view)
+            else catalog_commit_timestamps(
+                store, view, commit_timestamps(store, published_commits(listing, view), config)
+            )
         )
         version = version_at_timestamp(
             stamps,

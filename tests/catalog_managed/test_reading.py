@@ -1,0 +1,187 @@
+"""Reading catalog-managed tables from what their catalog returned
+(CATALOG_MANAGED.md, "Reading Catalog-managed Tables", "Reader Requirements").
+
+The first test is the spec's worked example: published 0-7 with a checkpoint
+at 2 and a compaction of 3-5; the catalog holds 7 (staged, also published),
+8 (staged) and 9 (inline); a rejected staged 8 and two unratified staged 10s
+(one of them a partial file) lie around. Expectations are folded from the
+actions the test wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import raydelta
+from raydelta.protocol.actions import Action
+from raydelta.protocol.catalog_managed import RatifiedCommit
+from raydelta.protocol.errors import (
+    CatalogManagedTableError,
+    InvalidArgumentError,
+    InvalidTableError,
+    TableNotFoundError,
+)
+from raydelta.protocol.file_names import classic_checkpoint_name, compaction_name
+from raydelta.storage.checkpoint_writer import write_checkpoint
+from raydelta.storage.log_compaction import write_log_compaction
+from raydelta.storage.log_store import log_store_for
+from raydelta.storage.snapshot import load_snapshot, load_table_head
+from tests.catalog_managed.managed_tables import (
+    BASE_TIME,
+    commit_info,
+    creation,
+    data_commit,
+    expected_files,
+    metadata,
+    publish,
+    stage,
+)
+
+
+def live_paths(snapshot: raydelta.Snapshot) -> set[str]:
+    return set(snapshot.files.column("path").to_pylist())
+
+
+class SpecExample:
+    """The table of the spec's example and what its catalog returns."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.uri = root.as_uri()
+        self.commits: list[list[Action]] = [creation()] + [data_commit(v) for v in range(1, 8)]
+        for version, actions in enumerate(self.commits):
+            publish(root, version, actions)
+            if version == 2:  # the checkpoint the catalog lets us write: published 2
+                snap = load_snapshot(self.uri, latest_ratified_version=2)
+                write_checkpoint(log_store_for(self.uri), snap.state, now_ms=BASE_TIME)
+        write_log_compaction(log_store_for(self.uri), 3, 5)
+        self.staged_7 = stage(root, 7, self.commits[7])  # ratified and published
+        self.commits.append(data_commit(8))
+        self.staged_8 = stage(root, 8, self.commits[8])  # ratified
+        self.rejected_8 = stage(root, 8, data_commit(8, tag="-rejected"))
+        self.unratified_10 = stage(root, 10, data_commit(10))
+        self.partial_10 = stage(root, 10, data_commit(10, tag="-partial"), partial=True)
+        self.commits.append(
+            [commit_info(9), metadata(**{"delta.appendOnly": "false", "owner": "catalog"})]
+            + data_commit(9)[1:]
+        )
+        self.ratified = [
+            RatifiedCommit.staged(7, self.staged_7),
+            RatifiedCommit.staged(8, self.staged_8),
+            RatifiedCommit.inline(9, self.commits[9]),
+        ]
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> SpecExample:
+    return SpecExample(tmp_path / "table")
+
+
+def test_spec_worked_example(example: SpecExample) -> None:
+    log = example.root / "_delta_log"
+    assert (log / classic_checkpoint_name(2)).exists()
+    assert (log / compaction_name(3, 5)).exists()
+    snap = load_snapshot(example.uri, ratified_commits=example.ratified, latest_ratified_version=9)
+    assert snap.version == 9
+    assert live_paths(snap) == expected_files(example.commits)
+    assert "part-8-rejected.parquet" not in live_paths(snap)
+    assert snap.metadata.configuration["owner"] == "catalog"
+    inline_info = example.commits[9][0]
+    assert snap.timestamp == inline_info.in_commit_timestamp  # type: ignore[union-attr]
+    assert snap.commit_infos[9].txn_id == "txn-9"
+    segment = snap.log_segment
+    assert segment is not None and segment.checkpoint_version == 2
+    names = [f.name for f in segment.commits]
+    assert names[-3:-1] == [example.ratified[0].staged_name, example.ratified[1].staged_name]
+    assert [f.name for f in segment.compactions] == [compaction_name(3, 5)]
+
+
+def test_public_api_passes_catalog_commits_through(example: SpecExample) -> None:
+    snap = raydelta.load_snapshot(
+        str(example.root), ratified_commits=example.ratified, latest_ratified_version=9
+    )
+    assert snap.version == 9
+    assert live_paths(snap) == expected_files(example.commits)
+
+
+def test_time_travel_through_the_catalog(example: SpecExample) -> None:
+    kwargs = {"ratified_commits": example.ratified, "latest_ratified_version": 9}
+    at_8 = load_snapshot(example.uri, version=8, **kwargs)  # type: ignore[arg-type]
+    assert live_paths(at_8) == expected_files(example.commits[:9])
+    stamp_8 = example.commits[8][0].in_commit_timestamp  # type: ignore[union-attr]
+    by_time = load_snapshot(example.uri, timestamp=stamp_8 + 1, **kwargs)  # type: ignore[arg-type]
+    assert by_time.version == 8
+    at_5 = load_snapshot(example.uri, version=5, **kwargs)  # type: ignore[arg-type]
+    assert live_paths(at_5) == expected_files(example.commits[:6])
+
+
+def test_reading_without_the_catalog_is_refused(example: SpecExample) -> None:
+    with pytest.raises(CatalogManagedTableError, match="catalog-managed") as caught:
+        load_snapshot(example.uri)
+    assert caught.value.table_uri == example.uri
+    with pytest.raises(CatalogManagedTableError):
+        raydelta.load_snapshot(str(example.root))
+    with pytest.raises(CatalogManagedTableError):
+        load_table_head(example.uri)
+    assert issubclass(raydelta.CatalogManagedTableError, raydelta.RaydeltaError)
+
+
+def test_catalog_commit_wins_over_published_file(example: SpecExample) -> None:
+    # A foreign filesystem writer put its own 8.json in place: the catalog's 8 wins.
+    publish(example.root, 8, data_commit(8, tag="-foreign"))
+    snap = load_snapshot(example.uri, ratified_commits=example.ratified, latest_ratified_version=9)
+    assert live_paths(snap) == expected_files(example.commits)
+    assert "part-8-foreign.parquet" not in live_paths(snap)
+
+
+def test_published_files_past_latest_ratified_version_are_ignored(example: SpecExample) -> None:
+    publish(example.root, 10, data_commit(10, tag="-rogue"))
+    publish(example.root, 11, data_commit(11, tag="-rogue"))
+    snap = load_snapshot(example.uri, ratified_commits=example.ratified, latest_ratified_version=9)
+    assert snap.version == 9
+    assert live_paths(snap) == expected_files(example.commits)
+    # Once the catalog has published everything it returns no commit, only its latest version.
+    for version in (8, 9):
+        publish(example.root, version, example.commits[version])
+    published = load_snapshot(example.uri, ratified_commits=[], latest_ratified_version=9)
+    assert published.version == 9
+    assert live_paths(published) == expected_files(example.commits)
+
+
+def test_catalog_latest_version_is_authoritative(example: SpecExample) -> None:
+    # The catalog says 9 but returns nothing past 7: the snapshot would be stale.
+    with pytest.raises(InvalidTableError, match="latest version is 9"):
+        load_snapshot(example.uri, ratified_commits=example.ratified[:1], latest_ratified_version=9)
+
+
+def test_malformed_catalog_answers_are_refused(example: SpecExample) -> None:
+    gap = [example.ratified[0], example.ratified[2]]
+    with pytest.raises(InvalidArgumentError, match="contiguous"):
+        load_snapshot(example.uri, ratified_commits=gap, latest_ratified_version=9)
+    with pytest.raises(InvalidArgumentError, match="past the latest"):
+        load_snapshot(example.uri, ratified_commits=example.ratified, latest_ratified_version=8)
+    with pytest.raises(InvalidArgumentError, match="latest_ratified_version is required"):
+        load_snapshot(example.uri, ratified_commits=[])
+
+
+def test_table_held_only_by_the_catalog(tmp_path: Path) -> None:
+    # Nothing published yet (no _delta_log at all): version 0 staged, 1 inline.
+    root = tmp_path / "new"
+    root.mkdir()
+    commits: list[list[Action]] = [creation(), data_commit(1)]
+    ratified = [RatifiedCommit.staged(0, stage(root, 0, commits[0]))]
+    ratified.append(RatifiedCommit.inline(1, commits[1], timestamp=BASE_TIME + 1000))
+    snap = load_snapshot(root.as_uri(), ratified_commits=ratified, latest_ratified_version=1)
+    assert (snap.version, live_paths(snap)) == (1, expected_files(commits))
+    inline_only = tmp_path / "inline-only"
+    inline_only.mkdir()
+    snap = load_snapshot(
+        inline_only.as_uri(),
+        ratified_commits=[RatifiedCommit.inline(v, c) for v, c in enumerate(commits)],
+        latest_ratified_version=1,
+    )
+    assert (snap.version, live_paths(snap)) == (1, expected_files(commits))
+    with pytest.raises(TableNotFoundError):
+        load_snapshot(inline_only.as_uri(), ratified_commits=[], latest_ratified_version=0)
