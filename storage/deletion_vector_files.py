@@ -14,7 +14,7 @@ Invariants:
   atomic.
 - Paths are fsspec URLs (``file://``, ``memory://``, ``s3://``... or plain
   local paths). ``filesystem`` (an fsspec filesystem) wins over
-  ``storage_options`` (passed to ``fsspec.core.url_to_fs``).
+  ``storage_options`` (read by :mod:`raydelta.storage.storage_options`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from raydelta.protocol.deletion_vectors import (
     to_row_bitmap,
 )
 from raydelta.protocol.errors import DeletionVectorError, FileAlreadyExistsError
+from raydelta.storage.storage_options import fsspec_options
 
 
 def read_deleted_rows(
@@ -124,7 +125,7 @@ def _resolve(
 ) -> tuple[Any, str]:
     if filesystem is not None:
         return filesystem, filesystem._strip_protocol(url)
-    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    fs, path = fsspec.core.url_to_fs(url, **fsspec_options(url, storage_options))
     return fs, path
 
 

@@ -11,9 +11,13 @@ fsspec filesystem; the concrete stores add their backend's atomic create:
 - :class:`MemoryLogStore` (``memory://``): a process-wide lock around
   exists+write, which is atomic for the only process that can see that
   filesystem.
-- :class:`ObjectStoreLogStore` (any other fsspec filesystem): exclusive
-  create ``open(mode="xb")``, which object stores with conditional puts
-  implement.
+- :class:`ObjectStoreLogStore`: exclusive create ``open(mode="xb")``, for a
+  filesystem whose exclusive create is atomic.
+- :class:`~raydelta.storage.s3_log_store.S3LogStore` (``s3://``, ``s3a://``):
+  a conditional ``PutObject`` (``If-None-Match: *``).
+- :class:`~raydelta.storage.s3_log_store.SingleWriterLogStore` (any other
+  fsspec filesystem, and S3 with ``conditional_put="disabled"``): no atomic
+  create, so writes are refused unless the user opts into single-writer mode.
 
 Invariants:
 - Put-if-absent is the backend's own atomic primitive, never emulated with
@@ -39,13 +43,15 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from raydelta.protocol.errors import FileAlreadyExistsError
 from raydelta.protocol.file_names import DELTA_LOG_DIR, LogFile, parse_log_file_name
+from raydelta.storage.storage_options import fsspec_options, parse_storage_options
 
 
 def split_uri(
     uri: str, storage_options: dict[str, Any] | None = None
 ) -> tuple[fsspec.AbstractFileSystem, str]:
-    """Filesystem and root path (no trailing slash) of a table URI or local path."""
-    fs, path = fsspec.core.url_to_fs(uri, **(storage_options or {}))
+    """Filesystem and root path (no trailing slash) of a table URI or local path;
+    ``storage_options`` as :mod:`raydelta.storage.storage_options` reads them."""
+    fs, path = fsspec.core.url_to_fs(uri, **fsspec_options(uri, storage_options))
     return fs, path.rstrip("/") or "/"
 
 
@@ -324,12 +330,22 @@ class ObjectStoreLogStore(FsspecLogStore):
 
 
 def log_store_for(uri: str, storage_options: dict[str, Any] | None = None) -> LogStore:
-    """The log store for a table URI (``file://``, a plain path, ``memory://``, ...)."""
-    options = dict(storage_options or {})
-    fsync = str(options.pop("fsync", "true")).lower() != "false"
-    fs, root = split_uri(uri, options)
+    """The log store for a table URI (``file://``, a plain path, ``memory://``,
+    ``s3://``, ...); see the module docstring for which store each gets."""
+    options = parse_storage_options(uri, storage_options)
+    fs, path = fsspec.core.url_to_fs(uri, **options.fsspec)
+    root = path.rstrip("/") or "/"
     if isinstance(fs, LocalFileSystem):
-        return LocalLogStore(fs, root, fsync=fsync)
+        return LocalLogStore(fs, root, fsync=options.fsync)
     if isinstance(fs, MemoryFileSystem):
         return MemoryLogStore(fs, root)
-    return ObjectStoreLogStore(fs, root)
+    from raydelta.storage.s3_log_store import S3LogStore, SingleWriterLogStore
+
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    if "s3" in protocols:
+        if options.atomic_create:
+            return S3LogStore(fs, root)
+        why = 'the storage options say it ignores If-None-Match (conditional_put="disabled")'
+    else:
+        why = f"raydelta knows no atomic create-if-absent for the {protocols[0]!r} filesystem"
+    return SingleWriterLogStore(fs, root, single_writer=options.single_writer, why=why)

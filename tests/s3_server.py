@@ -16,6 +16,11 @@ Invariants:
   winners once the server's thread switch interval was 1 us). The app is
   therefore wrapped so that requests that write (PUT, POST, DELETE) run one
   at a time under one lock; reads stay concurrent.
+- S3 answers one of two racing conditional writes with ``409
+  ConditionalRequestConflict``; moto never does. :meth:`S3Server.inject_conflicts`
+  makes the server answer the next N conditional PUTs into a bucket that way
+  (a fault injected into the real server, per bucket, so tests sharing the
+  server do not see each other's faults).
 - The server listens on loopback only and holds test data only; the
   credentials are moto's dummies, never real ones.
 """
@@ -29,6 +34,8 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,19 +47,53 @@ REGION = "eu-west-1"
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key"
 _WRITE_METHODS = frozenset({"PUT", "POST", "DELETE"})
+FAULT_PATH = "/_raydelta/faults/conflicts"
+
+
+_CONFLICT_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict</Code>'
+    b"<Message>A conflicting conditional operation is currently in progress against this "
+    b"resource. Please try again.</Message></Error>"
+)
 
 
 class _SerializedWrites:
-    """WSGI middleware: one writing request at a time (see the module docstring)."""
+    """WSGI middleware: one writing request at a time (see the module docstring),
+    and the conflict fault (:meth:`S3Server.inject_conflicts`)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self.app = app
         self.lock = threading.Lock()
+        self.conflicts: dict[str, int] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("REQUEST_METHOD", "GET") not in _WRITE_METHODS:
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "")
+        if path == FAULT_PATH and method == "POST":
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            with self.lock:
+                self.conflicts[query["bucket"][0]] = int(query["count"][0])
+            start_response("204 No Content", [])
+            return [b""]
+        if method not in _WRITE_METHODS:
             return self.app(environ, start_response)
         with self.lock:
+            bucket = path.lstrip("/").split("/", 1)[0]
+            if (
+                method == "PUT"
+                and environ.get("HTTP_IF_NONE_MATCH") == "*"
+                and self.conflicts.get(bucket, 0) > 0
+            ):
+                self.conflicts[bucket] -= 1
+                environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                start_response(
+                    "409 Conflict",
+                    [
+                        ("Content-Type", "application/xml"),
+                        ("Content-Length", str(len(_CONFLICT_BODY))),
+                    ],
+                )
+                return [_CONFLICT_BODY]
             # Flask builds the whole response inside the call; list() drains
             # any lazy body while the lock is still held.
             return list(self.app(environ, start_response))
@@ -86,6 +127,7 @@ class S3Server:
     endpoint: str
     process: subprocess.Popen[str] | None = field(default=None, repr=False)
     _counter: itertools.count[int] = field(default_factory=itertools.count, repr=False)
+    _fs: Any = field(default=None, repr=False)
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -110,16 +152,32 @@ class S3Server:
 
     def new_bucket(self, prefix: str = "raydelta") -> str:
         """Create a fresh, empty bucket and return its name."""
-        import s3fs
-
         name = f"{prefix}-{next(self._counter)}-{uuid.uuid4().hex[:8]}".lower()
-        fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options)
-        fs.mkdir(name)
+        self.filesystem().mkdir(name)
         return name
+
+    def filesystem(self) -> Any:
+        """An s3fs filesystem of this server (no listing cache), for checks."""
+        if self._fs is None:
+            import s3fs
+
+            self._fs = s3fs.S3FileSystem(
+                skip_instance_cache=True, use_listings_cache=False, **self.storage_options
+            )
+        return self._fs
 
     def new_table_uri(self, name: str = "table") -> str:
         """``s3://<fresh bucket>/<name>``."""
         return f"s3://{self.new_bucket()}/{name}"
+
+    def inject_conflicts(self, bucket: str, count: int) -> None:
+        """Answer the next ``count`` conditional PUTs (``If-None-Match: *``) into
+        ``bucket`` with S3's ``409 ConditionalRequestConflict`` (what S3 says to
+        one of two racing conditional writes), storing nothing."""
+        query = urllib.parse.urlencode({"bucket": bucket, "count": count})
+        request = urllib.request.Request(f"{self.endpoint}{FAULT_PATH}?{query}", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 204
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

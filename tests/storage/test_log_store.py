@@ -1,4 +1,5 @@
-"""The log store contract (storage/log_store.py docstring), on every backend we run here."""
+"""The log store contract (storage/log_store.py docstring), on every backend we run here
+(S3 through moto's server on loopback: the ``s3_server`` session fixture)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fsspec.implementations.local import LocalFileSystem
@@ -32,17 +34,22 @@ from raydelta.storage.log_store import (
     ObjectStoreLogStore,
     log_store_for,
 )
+from raydelta.storage.s3_log_store import S3LogStore, SingleWriterLogStore
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStore]:
+    options = None
     if request.param == "local":
         uri = f"file://{tmp_path}/table"
-    else:
+    elif request.param == "memory":
         uri = f"memory://raydelta-test-{uuid.uuid4().hex}/table"
-    built = log_store_for(uri)
-    expected = LocalLogStore if request.param == "local" else MemoryLogStore
-    assert isinstance(built, expected)
+    else:
+        server = request.getfixturevalue("s3_server")
+        uri, options = server.new_table_uri(), server.storage_options
+    built = log_store_for(uri, options)
+    expected = {"local": LocalLogStore, "memory": MemoryLogStore, "s3": S3LogStore}
+    assert type(built) is expected[request.param]
     yield built
 
 
@@ -116,34 +123,45 @@ def test_racing_threads_have_exactly_one_winner(store: LogStore) -> None:
     assert store.read(commit_name(5)) == f"writer {winners[0]}\n".encode()
 
 
-def _race_process(uri: str, i: int, start: multiprocessing.synchronize.Event) -> None:
-    store = log_store_for(uri)
+def _race_process(
+    uri: str, i: int, start: multiprocessing.synchronize.Event, options: dict[str, Any] | None
+) -> None:
+    store = log_store_for(uri, options)
     start.wait()
     for version in range(20):
         with contextlib.suppress(FileAlreadyExistsError):
             store.put_if_absent(commit_name(version), f"{i}\n".encode())
 
 
-def test_racing_processes_never_overwrite(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_racing_processes_never_overwrite(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Separate processes (the real case: several engines) race on 20 versions."""
-    uri = f"file://{tmp_path}/table"
+    uri, options = f"file://{tmp_path}/table", None
+    if backend == "s3":
+        server = request.getfixturevalue("s3_server")
+        uri, options = server.new_table_uri(), server.storage_options
     context = multiprocessing.get_context("spawn")
     start = context.Event()
-    processes = [context.Process(target=_race_process, args=(uri, i, start)) for i in range(4)]
+    processes = [
+        context.Process(target=_race_process, args=(uri, i, start, options)) for i in range(4)
+    ]
     for p in processes:
         p.start()
     start.set()
     for p in processes:
         p.join(timeout=60)
         assert p.exitcode == 0
-    store = log_store_for(uri)
+    store = log_store_for(uri, options)
     names = [f.name for f in store.list_from(0)]
     assert names == [commit_name(v) for v in range(20)]
     for version in range(20):
         body = store.read(commit_name(version))
         assert body in {f"{i}\n".encode() for i in range(4)}  # whole, from one writer
-    leftovers = [n for n in os.listdir(tmp_path / "table" / "_delta_log") if n.endswith(".tmp")]
-    assert leftovers == []
+    if backend == "local":
+        leftovers = [n for n in os.listdir(tmp_path / "table" / "_delta_log") if n.endswith(".tmp")]
+        assert leftovers == []
 
 
 def test_local_put_if_absent_leaves_no_temp_file_on_loss(tmp_path: Path) -> None:
@@ -157,10 +175,11 @@ def test_local_put_if_absent_leaves_no_temp_file_on_loss(tmp_path: Path) -> None
 # --- the LogStore contract, on every concrete store ----------------------------------------
 #
 # The tests above build stores from URIs; these build every concrete LogStore class
-# (ObjectStoreLogStore over a local filesystem, whose exclusive create is O_EXCL), so a
-# new store cannot be added without meeting the contract.
+# (ObjectStoreLogStore over a local filesystem, whose exclusive create is O_EXCL;
+# SingleWriterLogStore in single-writer mode over a memory filesystem; S3LogStore on
+# moto's server), so a new store cannot be added without meeting the contract.
 
-CONTRACT_STORES = ("local", "memory", "exclusive-create")
+CONTRACT_STORES = ("local", "memory", "exclusive-create", "single-writer", "s3")
 
 
 def _concrete_subclasses(cls: type) -> set[type]:
@@ -172,23 +191,37 @@ def _concrete_subclasses(cls: type) -> set[type]:
     return found
 
 
-def _build(kind: str, tmp_path: Path) -> LogStore:
+def _build(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> LogStore:
     if kind == "local":
         return LocalLogStore(LocalFileSystem(), str(tmp_path / "table"))
     if kind == "memory":
         return MemoryLogStore(MemoryFileSystem(), f"/raydelta-test-{uuid.uuid4().hex}/table")
+    if kind == "single-writer":
+        return SingleWriterLogStore(
+            MemoryFileSystem(),
+            f"/raydelta-test-{uuid.uuid4().hex}/table",
+            single_writer=True,
+            why="a test of the contract",
+        )
+    if kind == "s3":
+        server = request.getfixturevalue("s3_server")
+        built = log_store_for(server.new_table_uri(), server.storage_options)
+        assert isinstance(built, S3LogStore)
+        return built
     return ObjectStoreLogStore(LocalFileSystem(auto_mkdir=True), str(tmp_path / "table"))
 
 
 @pytest.fixture(params=CONTRACT_STORES)
 def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> LogStore:
-    return _build(request.param, tmp_path)
+    return _build(request.param, tmp_path, request)
 
 
-def test_the_contract_is_abstract_and_every_concrete_store_is_tested(tmp_path: Path) -> None:
+def test_the_contract_is_abstract_and_every_concrete_store_is_tested(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     with pytest.raises(TypeError):
         LogStore(LocalFileSystem(), str(tmp_path))  # type: ignore[abstract]
-    tested = {type(_build(kind, tmp_path)) for kind in CONTRACT_STORES}
+    tested = {type(_build(kind, tmp_path, request)) for kind in CONTRACT_STORES}
     assert tested == _concrete_subclasses(LogStore)
 
 
@@ -295,4 +328,6 @@ def test_contract_on_local_disk_means_os_paths(any_store: LogStore) -> None:
         with open(any_store.path_of(commit_name(0)), "rb") as handle:
             assert handle.read() == b"{}\n"
     else:
-        assert isinstance(any_store, MemoryLogStore | ObjectStoreLogStore)
+        assert isinstance(
+            any_store, MemoryLogStore | ObjectStoreLogStore | SingleWriterLogStore | S3LogStore
+        )

@@ -1,0 +1,43 @@
+"""Fixtures of the S3 suite: tables on the session's moto server (``s3_server``,
+``tests/s3_server.py``), one fresh bucket per table, and their actors killed
+when the test ends (they are detached and named after the table's URI)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from raydelta.actors.cluster import NAMESPACE
+
+
+def kill_actors_of(bucket: str) -> list[str]:
+    """Kill every raydelta actor (table, checkpoint, cleanup) of a table in ``bucket``."""
+    import ray
+
+    killed = []
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["namespace"] != NAMESPACE or f"://{bucket}/" not in entry["name"]:
+            continue
+        try:
+            ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE), no_restart=True)
+        except ValueError:  # died in between
+            continue
+        killed.append(entry["name"])
+    return killed
+
+
+@pytest.fixture
+def s3_table_uri(ray_cluster: Any, s3_server: Any) -> Iterator[Callable[[], str]]:
+    """``s3_table_uri()`` -> ``s3://<fresh bucket>/table``; actors reaped at teardown."""
+    buckets: list[str] = []
+
+    def make() -> str:
+        uri: str = s3_server.new_table_uri()
+        buckets.append(uri.split("/")[2])
+        return uri
+
+    yield make
+    for bucket in buckets:
+        kill_actors_of(bucket)
