@@ -85,7 +85,9 @@ CHANNEL_RETRY_S = 30.0
 
 def _table_actor(uri: str, storage_options: dict[str, Any] | None) -> Any:
     from raydelta.actors.table_actor import TableActor
+    from raydelta.storage.storage_options import parse_storage_options
 
+    parse_storage_options(uri, storage_options)  # bad options: a typed error here, not in the actor
     return start_actor(TableActor, table_actor_name(uri), uri, storage_options)
 
 
