@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -188,6 +189,11 @@ class CommitRequest(_Event):
 
     _normalize_actions = field_validator("actions", mode="before")(actions_in)
 
+    @field_validator("operation_parameters", mode="after")
+    @classmethod
+    def _json_text_parameters(cls, parameters: dict[str, Any]) -> dict[str, Any]:
+        return operation_parameters_as_delta_spark_reads(parameters)
+
     @field_serializer("actions")
     def _serialize_actions(self, actions: tuple[Action, ...]) -> list[Any]:
         return [action_to_wrapper(a) for a in actions]
@@ -196,6 +202,24 @@ class CommitRequest(_Event):
     def is_blind_append(self) -> bool:
         """It read nothing and only adds data (delta-spark's ``isBlindAppend``)."""
         return self.read_set.read_nothing and is_append_only(self.actions)
+
+
+def operation_parameters_as_delta_spark_reads(parameters: dict[str, Any]) -> dict[str, Any]:
+    """``commitInfo.operationParameters`` with list and object values as JSON
+    text (``"partitionBy": "[\\"day\\"]"``), as delta-spark writes them.
+
+    delta-spark reads the map as ``Map[String, String]`` for its history
+    (``DESCRIBE HISTORY``, ``DeltaTable.history``): scalars coerce to text,
+    but a JSON array or object value makes its history fail on the whole
+    table. Scalars and text are kept as they are."""
+    if all(v is None or isinstance(v, (str, int, float, bool)) for v in parameters.values()):
+        return parameters
+    return {
+        k: v
+        if v is None or isinstance(v, (str, int, float, bool))
+        else json.dumps(v, separators=(",", ":"))
+        for k, v in parameters.items()
+    }
 
 
 def is_append_only(actions: Sequence[Action]) -> bool:
