@@ -63,10 +63,8 @@ class SpecExample:
         self.rejected_8 = stage(root, 8, data_commit(8, tag="-rejected"))
         self.unratified_10 = stage(root, 10, data_commit(10))
         self.partial_10 = stage(root, 10, data_commit(10, tag="-partial"), partial=True)
-        self.commits.append(
-            [commit_info(9), metadata(**{"delta.appendOnly": "false", "owner": "catalog"})]
-            + data_commit(9)[1:]
-        )
+        changed = metadata(**{"delta.appendOnly": "false", "owner": "catalog"})
+        self.commits.append([commit_info(9), changed, *data_commit(9)[1:]])
         self.ratified = [
             RatifiedCommit.staged(7, self.staged_7),
             RatifiedCommit.staged(8, self.staged_8),

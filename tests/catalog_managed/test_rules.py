@@ -28,7 +28,12 @@ from raydelta.protocol.errors import (
     ProtocolDowngradeError,
 )
 from raydelta.protocol.file_names import LogFileKind
-from tests.catalog_managed.managed_tables import MANAGED_PROTOCOL, commit_info, data_commit, metadata
+from tests.catalog_managed.managed_tables import (
+    MANAGED_PROTOCOL,
+    commit_info,
+    data_commit,
+    metadata,
+)
 
 U = "016ae953-37a9-438e-8683-9a9a4a79a395"
 FILESYSTEM = Protocol(minReaderVersion=1, minWriterVersion=2)
