@@ -388,16 +388,14 @@ class TableClient:
         """The latest snapshot (from the actor), or one at ``version`` / ``timestamp``
         (time travel, read from storage)."""
         if version is not None or timestamp is not None:
-            return load_snapshot(
-                self.uri, version=version, timestamp=timestamp, storage_options=self.storage_options
-            )
+            return self._load_snapshot(version=version, timestamp=timestamp)
         cached = self._cached  # one read: other threads may share this handle
         since = cached.version if cached is not None else -1
         latest, commits = self._call("tail", since)
         if latest < 0:
             raise TableNotFoundError(f"no Delta table at {self.uri}")
         if cached is None or commits is None:
-            fresh = load_snapshot(self.uri, storage_options=self.storage_options)
+            fresh = self._load_snapshot()
             self._keep(fresh)
             if fresh.version < latest:
                 return self.snapshot()
@@ -408,6 +406,15 @@ class TableClient:
             cached = replace(cached, state=state, log_segment=None, timestamp=stamp)
             self._keep(cached)
         return cached
+
+    def _load_snapshot(
+        self, *, version: int | None = None, timestamp: int | str | datetime | None = None
+    ) -> Snapshot:
+        """The table read from storage (a catalog-backed client adds what its
+        catalog holds: :mod:`raydelta.actors.catalog_client`)."""
+        return load_snapshot(
+            self.uri, version=version, timestamp=timestamp, storage_options=self.storage_options
+        )
 
     def _keep(self, snapshot: Snapshot) -> None:
         current = self._cached

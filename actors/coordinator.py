@@ -54,6 +54,7 @@ from raydelta.protocol.actions import (
 from raydelta.protocol.commit_rules import validate_commit
 from raydelta.protocol.conflicts import check_conflicts
 from raydelta.protocol.errors import (
+    CatalogManagedTableError,
     DeltaConcurrentModificationException,
     FileAlreadyExistsError,
     RaydeltaError,
@@ -123,6 +124,12 @@ def _from_log(version: int, actions: Sequence[Action]) -> CommittedVersion:
 
 class CommitCoordinator:
     """Serial committer and in-memory state of one table (see module doc)."""
+
+    commits_catalog_managed = False
+    """Whether this coordinator may commit to a ``catalogManaged`` table. A
+    filesystem coordinator (the ``TableActor``'s) may not: such a table's
+    commits go through its catalog (CATALOG_MANAGED.md, "Writer Requirements"),
+    and so does making a table catalog-managed."""
 
     def __init__(
         self,
@@ -308,7 +315,7 @@ class CommitCoordinator:
     def _put_commit(self, version: int, actions: Sequence[Action]) -> None:
         """Make ``actions`` version ``version`` durably; raise
         :class:`FileAlreadyExistsError` when another commit holds that version."""
-        self.store.put_if_absent(commit_name(version), serialize_actions(actions))
+        self.store.put_if_absent(commit_name(version), serialize_actions(list(actions)))
 
     # --- committing ---------------------------------------------------------------
 
@@ -331,6 +338,10 @@ class CommitCoordinator:
             )
         except RaydeltaError as error:
             return CommitRejected.from_exception(request.txn_id, error)
+        if after.is_catalog_managed and not self.commits_catalog_managed:
+            return CommitRejected.from_exception(
+                request.txn_id, self._managed_refusal("create a catalog-managed table")
+            )
         now = int(time.time() * 1000)
         actions = rebase(
             [self._commit_info(request, 0, now), *request.actions],
@@ -474,6 +485,10 @@ class CommitCoordinator:
                 if latest is not read_config
                 else after_read
             )
+            if not self.commits_catalog_managed and (
+                latest.is_catalog_managed or after.is_catalog_managed
+            ):
+                raise self._managed_refusal("commit to a catalog-managed table")
             version = self.version + 1
             now = int(time.time() * 1000)
             provenance = self._commit_info(request, version, now)
@@ -519,6 +534,13 @@ class CommitCoordinator:
                 attempts=attempts,
                 rebased_over=tuple(w.version for w in winners),
             )
+
+    def _managed_refusal(self, what: str) -> CatalogManagedTableError:
+        return CatalogManagedTableError(
+            f"cannot {what} at {self.table_uri} by path: a catalog-managed table's commits "
+            "go through its catalog (raydelta.Catalog: open_table, create_table, upgrade_table)",
+            self.table_uri,
+        )
 
     def _commit_info(self, request: CommitRequest, version: int, now_ms: int) -> CommitInfo:
         """Provenance of the commit; ``rebase`` adds the in-commit timestamp."""

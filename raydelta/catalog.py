@@ -1,0 +1,251 @@
+"""The public catalog API: :class:`Catalog`, and :class:`CatalogTable` it opens.
+
+>>> import pyarrow as pa, raydelta                                  # doctest: +SKIP
+>>> catalog = raydelta.Catalog(root="/tmp/warehouse")
+>>> events = catalog.create_table("events", pa.schema([("id", pa.int64())]))
+>>> events.append(pa.table({"id": [1, 2]}))                          # doctest: +SKIP
+1
+>>> catalog.get_ratified_commits("events").latest_version           # doctest: +SKIP
+1
+
+Invariants:
+- A :class:`Catalog` is a handle on one named, detached ``CatalogActor``
+  (``catalog:<name>`` in raydelta's namespace): every process attached to the
+  cluster that opens ``Catalog(name=...)`` reaches the same one. The actor
+  is started with the store and settings of the first handle; later
+  handles attach to it as it is.
+- Tables created or upgraded through a catalog are ``catalogManaged``: their
+  commits go through the catalog only (inline or staged), and our own
+  ``TableActor`` refuses to commit to them.
+- With ``authorization=True`` every call carries a token: the handle that
+  started the catalog holds the bootstrap token (it owns everything);
+  :meth:`Catalog.create_principal` issues others, :meth:`Catalog.grant`
+  gives them privileges per table. Off (the default), every caller owns
+  everything.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from raydelta.actors.catalog import CatalogActor, CatalogSettings, catalog_actor_name
+from raydelta.actors.catalog_client import CatalogTableClient, CommitMode
+from raydelta.actors.client import new_table_actions
+from raydelta.actors.cluster import get_unwrapped, normalize_uri, start_actor
+from raydelta.protocol.catalog_managed import RatifiedCommits
+from raydelta.protocol.errors import CatalogManagedTableError, InvalidArgumentError
+from raydelta.protocol.privileges import Privilege, parse_privileges
+from raydelta.protocol.schema_arrow import from_arrow
+from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.storage.ratified_store import RatifiedCommitStore, SqliteRatifiedStore, TableEntry
+from raydelta.table import Table
+
+DEFAULT_ROOT = "raydelta-catalog"
+"""Where the default catalog keeps its store and new tables (relative to the cwd)."""
+
+
+class CatalogTable(CatalogTableClient, Table):
+    """A catalog-managed :class:`~raydelta.Table`: writes and reads go through
+    its catalog. Maintenance (checkpoint, cleanup, vacuum) is not run by the
+    catalog yet and is refused."""
+
+    @property
+    def checkpoint_actor(self) -> Any:
+        raise CatalogManagedTableError(
+            f"{self.table_name!r} is catalog-managed: its catalog does not run maintenance yet",
+            self.uri,
+        )
+
+    @property
+    def cleanup_actor(self) -> Any:
+        raise CatalogManagedTableError(
+            f"{self.table_name!r} is catalog-managed: its catalog does not run maintenance yet",
+            self.uri,
+        )
+
+    def __repr__(self) -> str:
+        return f"raydelta.CatalogTable({self.table_name!r} at {self.uri!r})"
+
+
+class Catalog:
+    """A handle on a ``CatalogActor`` (module docstring).
+
+    ``store``: the durable store of ratified commits and names (default: a
+    SQLite file ``catalog.sqlite`` under ``root``). ``root``: where tables
+    created without a location go (default ``./raydelta-catalog``).
+    ``max_unpublished``: the backlog of ratified, unpublished commits of one
+    table past which commits are refused with the retryable
+    :class:`~raydelta.protocol.errors.PublishBacklogError`. ``token``: the
+    caller's token when ``authorization`` is on (default: the bootstrap token
+    when this handle started the catalog).
+    """
+
+    def __init__(
+        self,
+        store: RatifiedCommitStore | None = None,
+        *,
+        name: str = "default",
+        root: str | None = None,
+        authorization: bool = False,
+        token: str | None = None,
+        max_unpublished: int = 100_000,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        root_uri = normalize_uri(root or DEFAULT_ROOT)
+        if store is None:
+            if not root_uri.startswith("file://"):
+                raise InvalidArgumentError(
+                    "a catalog on remote storage needs a store "
+                    "(LogStorageRatifiedStore(root) or SqliteRatifiedStore(path))"
+                )
+            store = SqliteRatifiedStore(os.path.join(root_uri[len("file://") :], "catalog.sqlite"))
+        settings = CatalogSettings(
+            root=root_uri,
+            authorization=authorization,
+            max_unpublished=max_unpublished,
+            storage_options=storage_options,
+        )
+        self.name = name
+        self.storage_options = storage_options
+        self.actor = start_actor(CatalogActor, catalog_actor_name(name), store, settings)
+        bootstrap = get_unwrapped(self.actor.take_bootstrap_token.remote())
+        self.token = token if token is not None else bootstrap
+
+    def _get(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return get_unwrapped(getattr(self.actor, method).remote(*args, **kwargs))
+
+    # --- tables ----------------------------------------------------------------------
+
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema,
+        *,
+        location: str | None = None,
+        partition_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        token: str | None = None,
+        commit_mode: CommitMode = "inline",
+    ) -> CatalogTable:
+        """Create the catalog-managed table ``name`` (version 0 ratified, then the
+        name registered) at ``location`` or a new location under the root."""
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(schema)}")
+        if isinstance(partition_by, str):
+            partition_by = (partition_by,)
+        config = {**{k: str(v) for k, v in (properties or {}).items()}}
+        config[ENABLE_IN_COMMIT_TIMESTAMPS] = "true"
+        protocol, metadata = new_table_actions(
+            from_arrow(schema), partition_by=partition_by, properties=config
+        )
+        where = None if location is None else normalize_uri(location)
+        self._get(
+            "create_table",
+            name,
+            self._token(token),
+            protocol,
+            metadata,
+            location=where,
+            table_id=str(uuid.uuid4()),
+            txn_id=str(uuid.uuid4()),
+        )
+        return self.open_table(name, token=token, commit_mode=commit_mode)
+
+    def upgrade_table(self, name: str, location: str, *, token: str | None = None) -> CatalogTable:
+        """Make the filesystem table at ``location`` catalog-managed, registered as ``name``."""
+        self._get(
+            "upgrade_table", name, self._token(token), normalize_uri(location), str(uuid.uuid4())
+        )
+        return self.open_table(name, token=token)
+
+    def open_table(
+        self, name: str, *, token: str | None = None, commit_mode: CommitMode = "inline"
+    ) -> CatalogTable:
+        """The table ``name``, committing through this catalog (``commit_mode``:
+        send commits ``"inline"`` or write them as ``"staged"`` files)."""
+        entry = self.resolve(name, token=token)
+        if not entry.catalog_managed:
+            raise CatalogManagedTableError(f"{name!r} is not catalog-managed", entry.location)
+        return CatalogTable(
+            entry.location,
+            self.actor,
+            self.storage_options,
+            table_name=name,
+            token=self._token(token),
+            commit_mode=commit_mode,
+        )
+
+    def resolve(self, name: str, *, token: str | None = None) -> TableEntry:
+        """Name resolution: where ``name`` lives and whether it is catalog-managed."""
+        entry: TableEntry = self._get("resolve", name, self._token(token))
+        return entry
+
+    def list_tables(self, *, token: str | None = None) -> list[TableEntry]:
+        """The tables the caller holds a privilege on, sorted by name."""
+        entries: list[TableEntry] = self._get("list_tables", self._token(token))
+        return entries
+
+    def drop_table(self, name: str, *, token: str | None = None) -> TableEntry:
+        """Remove ``name`` from the catalog (its files stay: a soft delete)."""
+        entry: TableEntry = self._get("drop_table", name, self._token(token))
+        return entry
+
+    def get_ratified_commits(
+        self,
+        name: str,
+        *,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        token: str | None = None,
+    ) -> RatifiedCommits:
+        """The contiguous ratified commits the catalog still holds (staged path or
+        inline actions) and the table's latest ratified version."""
+        held: RatifiedCommits = self._get(
+            "get_ratified_commits", name, self._token(token), start_version, end_version
+        )
+        return held
+
+    # --- principals --------------------------------------------------------------------
+
+    def create_principal(self, name: str, *, token: str | None = None) -> str:
+        """A new principal's token (shown once; the catalog keeps only its hash)."""
+        issued: str = self._get("create_principal", name, self._token(token))
+        return issued
+
+    def grant(
+        self,
+        principal: str,
+        table: str,
+        privileges: Iterable[Privilege | str] | Privilege | str,
+        *,
+        token: str | None = None,
+    ) -> None:
+        """Give ``principal`` ``privileges`` on ``table`` (needs OWN on it)."""
+        wanted = sorted(parse_privileges(privileges))
+        self._get("grant", principal, table, wanted, self._token(token))
+
+    def revoke(
+        self,
+        principal: str,
+        table: str,
+        privileges: Iterable[Privilege | str] | Privilege | str,
+        *,
+        token: str | None = None,
+    ) -> None:
+        """Take ``privileges`` on ``table`` back from ``principal`` (needs OWN)."""
+        wanted = sorted(parse_privileges(privileges))
+        self._get("revoke", principal, table, wanted, self._token(token))
+
+    def _token(self, token: str | None) -> str | None:
+        return token if token is not None else self.token
+
+    def __repr__(self) -> str:
+        return f"raydelta.Catalog({self.name!r})"
+
+
+__all__ = ["Catalog", "CatalogTable"]
