@@ -22,6 +22,7 @@ from typing import Any
 
 from raydelta.actors.checkpoint_results import CheckpointSummary
 from raydelta.actors.cluster import connect
+from raydelta.catalog import Catalog, CatalogTable
 from raydelta.protocol.catalog_managed import RatifiedCommit
 from raydelta.protocol.durations import parse_duration
 from raydelta.protocol.errors import (
@@ -36,14 +37,18 @@ from raydelta.protocol.errors import (
     InvalidArgumentError,
     InvalidTableError,
     MetadataChangedException,
+    PermissionDeniedError,
     ProtocolChangedException,
+    PublishBacklogError,
     RaydeltaError,
     RetentionTooShortError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnauthenticatedError,
     UnsupportedTableFeatureException,
     VersionNotFoundError,
 )
+from raydelta.protocol.privileges import Privilege
 from raydelta.storage.history import HistoryEntry
 from raydelta.storage.metadata_cleanup import MetadataCleanupReport
 from raydelta.storage.snapshot import Snapshot
@@ -102,7 +107,9 @@ def load_snapshot(
 
 __all__ = [
     "AppendOnlyViolationError",
+    "Catalog",
     "CatalogManagedTableError",
+    "CatalogTable",
     "CheckpointSummary",
     "CommitFailedError",
     "ConcurrentAppendException",
@@ -116,15 +123,19 @@ __all__ = [
     "InvalidTableError",
     "MetadataChangedException",
     "MetadataCleanupReport",
+    "PermissionDeniedError",
+    "Privilege",
     "ProtocolChangedException",
-    "RaydeltaError",
+    "PublishBacklogError",
     "RatifiedCommit",
+    "RaydeltaError",
     "RetentionTooShortError",
     "Snapshot",
     "Table",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "Transaction",
+    "UnauthenticatedError",
     "UnsupportedTableFeatureException",
     "VacuumReport",
     "VersionNotFoundError",
