@@ -75,7 +75,9 @@ in as ``table_root`` (None: no absolute URI counts as under the root).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from typing import TypeVar
 
 from raydelta.protocol.actions import (
     Action,
@@ -104,7 +106,12 @@ from raydelta.protocol.errors import (
     ProtocolDowngradeError,
     SchemaError,
 )
-from raydelta.protocol.file_action_rules import check_file_values, file_path_keys
+from raydelta.protocol.file_action_rules import (
+    FileAction,
+    check_file_values,
+    file_path_keys,
+    files_by_kind,
+)
 from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN
 from raydelta.protocol.schema import ArrayType, DataType, MapType, StructType, UnknownType
 from raydelta.protocol.table_configuration import TableConfiguration
@@ -118,28 +125,40 @@ from raydelta.protocol.table_features import (
 
 # System domains raydelta writes or carries with understanding of their rules:
 # the row-id high-water mark (recomputed at commit) and clustering columns.
+_A = TypeVar("_A", bound=Action)
+
 MANAGED_SYSTEM_DOMAINS = frozenset({ROW_TRACKING_DOMAIN, "delta.clustering"})
 
 
-def _single(actions: Sequence[Action], kind: type, name: str) -> None:
-    count = sum(isinstance(a, kind) for a in actions)
-    if count > 1:
-        raise DuplicateActionError(f"a commit may hold at most one {name} action, found {count}")
+def _kinds(actions: Sequence[Action]) -> Counter[type]:
+    """How many actions of each class the commit holds (one C-speed pass; the
+    rules below then visit only the classes present)."""
+    return Counter(map(type, actions))
 
 
-def _check_shape(actions: Sequence[Action]) -> None:
-    for action in actions:
-        if isinstance(action, (Sidecar, CheckpointMetadata)):
+def _count(kinds: Counter[type], kind: type) -> int:
+    return sum(n for cls, n in kinds.items() if issubclass(cls, kind))
+
+
+def _check_shape(actions: Sequence[Action], kinds: Counter[type]) -> None:
+    for cls in kinds:
+        if issubclass(cls, (Sidecar, CheckpointMetadata, UnknownAction)):
+            action: Action = next(a for a in actions if isinstance(a, cls))
+            if isinstance(action, UnknownAction):
+                raise IllegalActionError(
+                    f"unknown action {action.name!r}: raydelta commits only actions it understands"
+                )
             raise IllegalActionError(
                 f"{action.action_name!r} actions belong in V2 checkpoints, never in a commit"
             )
-        if isinstance(action, UnknownAction):
-            raise IllegalActionError(
-                f"unknown action {action.name!r}: raydelta commits only actions it understands"
+    for kind, name in ((Metadata, "metaData"), (Protocol, "protocol"), (CommitInfo, "commitInfo")):
+        count = _count(kinds, kind)
+        if count > 1:
+            raise DuplicateActionError(
+                f"a commit may hold at most one {name} action, found {count}"
             )
-    _single(actions, Metadata, "metaData")
-    _single(actions, Protocol, "protocol")
-    _single(actions, CommitInfo, "commitInfo")
+    if not _count(kinds, Txn) and not _count(kinds, DomainMetadata):
+        return
 
     app_ids: set[str] = set()
     domains: set[str] = set()
@@ -156,17 +175,26 @@ def _check_shape(actions: Sequence[Action]) -> None:
             domains.add(action.domain)
 
 
-def _check_duplicate_files(actions: Sequence[Action], keys: dict[int, str] | None) -> None:
+def _check_duplicate_files(
+    by_kind: dict[str, list[FileAction]], keys: dict[str, list[str]] | None
+) -> None:
     """At most one action per type and path key; no add and remove of one logical file.
 
-    ``keys`` maps an action's index to its path key (``check_file_actions``);
-    None compares the paths as written."""
+    ``keys`` holds the path key of each action of ``by_kind`` (``file_path_keys``);
+    None compares the paths as written. The common case (no path twice, no
+    path both added and removed) is decided with sets; only a commit that
+    repeats a path is walked action by action, to name it.
+    """
+    if keys is None:
+        keys = {kind: [a.path for a in chosen] for kind, chosen in by_kind.items()}
+    distinct = {kind: set(paths) for kind, paths in keys.items()}
+    repeated = any(len(distinct[kind]) != len(paths) for kind, paths in keys.items())
+    if not repeated and not (distinct["add"] & distinct["remove"]):
+        return
     seen: dict[str, dict[str, str | None]] = {"add": {}, "remove": {}, "cdc": {}}
-    for index, action in enumerate(actions):
-        if isinstance(action, (AddFile, RemoveFile, AddCDCFile)):
-            kind = action.action_name
+    for kind, chosen in by_kind.items():
+        for action, path in zip(chosen, keys[kind], strict=True):
             dv_id = None if isinstance(action, AddCDCFile) else action.dv_unique_id
-            path = action.path if keys is None else keys[index]
             if path in seen[kind]:
                 previous = seen[kind][path]
                 detail = (
@@ -254,10 +282,11 @@ def validate_commit(
     if table_configuration is not None:
         protocol = protocol or table_configuration.protocol
         metadata = metadata or table_configuration.metadata
-    _check_shape(actions)
+    kinds = _kinds(actions)
+    _check_shape(actions, kinds)
 
-    new_protocol = next((a for a in actions if isinstance(a, Protocol)), None)
-    new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    new_protocol = _first(actions, kinds, Protocol)
+    new_metadata = _first(actions, kinds, Metadata)
     if is_create:
         if new_protocol is None or new_metadata is None:
             raise InvalidCommitError("a commit creating a table needs protocol and metaData")
@@ -284,16 +313,17 @@ def validate_commit(
             raise InvalidMetadataChangeError(f"invalid metadata: {exc}") from exc
         _check_known_types(after.schema, ())
 
-    keys: dict[int, str] | None = None
+    keys: dict[str, list[str]] | None = None
     allow_external = after.allow_external_files and (before is None or before.allow_external_files)
+    by_kind = files_by_kind(actions)
     if check_values:
-        keys = file_path_keys(actions, table_root=table_root, allow_external=allow_external)
-    _check_duplicate_files(actions, keys)
+        keys = file_path_keys(by_kind, table_root=table_root, allow_external=allow_external)
+    _check_duplicate_files(by_kind, keys)
     if check_values:
-        check_file_values(actions, after, table_root=table_root, allow_external=allow_external)
+        check_file_values(by_kind, after, table_root=table_root, allow_external=allow_external)
 
     supported = after.supported_features
-    for action in actions:
+    for action in actions if _count(kinds, DomainMetadata) else ():
         if isinstance(action, DomainMetadata):
             if DOMAIN_METADATA not in supported:
                 raise IllegalActionError(
@@ -305,14 +335,21 @@ def validate_commit(
                     f"raydelta manages only {sorted(managed_system_domains)}"
                 )
 
-    _check_file_actions(actions, after, before, final=final)
+    _check_file_actions(actions, kinds, after, before, final=final)
     if final:
         _check_commit_info(actions, after)
     return after
 
 
+def _first(actions: Sequence[Action], kinds: Counter[type], kind: type[_A]) -> _A | None:
+    if not _count(kinds, kind):
+        return None
+    return next(a for a in actions if isinstance(a, kind))
+
+
 def _check_file_actions(
     actions: Sequence[Action],
+    kinds: Counter[type],
     after: TableConfiguration,
     before: TableConfiguration | None,
     *,
@@ -321,6 +358,18 @@ def _check_file_actions(
     dv_supported = DELETION_VECTORS in after.supported_features
     row_tracking = ROW_TRACKING in after.supported_features
     append_only = before.append_only if before is not None else after.append_only
+    adds, removes, cdcs = (_count(kinds, k) for k in (AddFile, RemoveFile, AddCDCFile))
+    if not (adds or removes or cdcs):
+        return
+    # Appends only: the rules left concern deletion vectors, which are rare.
+    if (
+        adds
+        and not removes
+        and not cdcs
+        and not (final and row_tracking)
+        and not any(a.deletion_vector is not None for a in actions if type(a) is AddFile)
+    ):
+        return
     for action in actions:
         if isinstance(action, AddFile):
             if action.deletion_vector is not None and action.num_records is None:

@@ -46,6 +46,7 @@ import json.scanner
 import uuid
 from collections.abc import Callable, Sequence
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
@@ -72,6 +73,7 @@ from raydelta.protocol.statistics import (
     stats_schema,
     value_coercer,
 )
+from raydelta.protocol.stats_columnar import ColumnarStatsCheck
 from raydelta.protocol.table_configuration import TableConfiguration
 
 INT64_MAX = 2**63 - 1
@@ -129,10 +131,23 @@ class StatsChecker:
         self._scan = json.scanner.make_scanner(decoder)  # type: ignore[arg-type]
         self._min_max = _child_checks(struct, MIN_VALUES)
         self._null_count = _child_checks(struct, NULL_COUNT, counts=True)
+        self._columnar = ColumnarStatsCheck(struct)
 
     def check_all(self, files: Sequence[FileAction]) -> list[int | None]:
         """Refuse bad ``stats`` among ``files`` (each has a non-empty ``stats``);
-        their ``numRecords`` (None when absent), in order."""
+        their ``numRecords`` (None when absent), in order.
+
+        One Arrow parse of all of them decides the common case
+        (:mod:`raydelta.protocol.stats_columnar`); whatever it declines is
+        decoded and checked here, file by file, which names a bad field."""
+        if len(files) >= _COLUMNAR_FROM:
+            records = self._columnar.check([a.stats for a in files])  # type: ignore[union-attr,misc]
+            if records is not None:
+                return records
+        return self.check_each(files)
+
+    def check_each(self, files: Sequence[FileAction]) -> list[int | None]:
+        """:meth:`check_all` without the columnar fast path."""
         raws = [self._decode(action) for action in files]
         records = [raw.get(NUM_RECORDS) for raw in raws]
         self._column(files, records, f"stats.{NUM_RECORDS}", _count, "must be a Long ≥ 0")
@@ -232,6 +247,9 @@ class StatsChecker:
             f"{field} of {action.path!r} {reason}", field=field, path=action.path
         )
 
+
+_COLUMNAR_FROM = 64
+"""Below this many files the per-file path is as fast as one Arrow parse."""
 
 _CHECKERS: dict[tuple[str | None, tuple[str, ...], str], StatsChecker] = {}
 _MAX_CHECKERS = 64
@@ -415,55 +433,74 @@ class _PartitionChecker:
                 ) from None
             self._parsed.add((key, text))
 
+    def parse_all(self, pairs: set[tuple[str, str | None]]) -> None:
+        """Parse each distinct ``(key, value)`` once; raise InvalidFileActionError
+        (with no action to name) on the first that does not parse."""
+        for key, text in pairs - self._parsed:
+            try:
+                parse_partition_value(text, self.types[key])
+            except (CorruptLogError, SchemaError, ValueError, ArithmeticError) as exc:
+                raise InvalidFileActionError(
+                    f"partition value {text!r} of {key!r} does not parse: {exc}"
+                ) from None
+            self._parsed.add((key, text))
+
 
 # --- the whole commit ---------------------------------------------------------------
 
 
+def files_by_kind(actions: Sequence[Action]) -> dict[str, list[FileAction]]:
+    """The commit's ``add``, ``remove`` and ``cdc`` actions, each kind in commit order."""
+    out: dict[str, list[FileAction]] = {"add": [], "remove": [], "cdc": []}
+    for kind in (AddFile, RemoveFile, AddCDCFile):
+        out[kind.action_name] = [a for a in actions if type(a) is kind]
+    return out
+
+
 def file_path_keys(
-    actions: Sequence[Action],
+    files: dict[str, list[FileAction]],
     *,
     table_root: str | None,
     allow_external: bool,
-) -> dict[int, str]:
+) -> dict[str, list[str]]:
     """Check every file action's ``path`` (:mod:`raydelta.protocol.commit_paths`);
-    the key of each, by the action's index in ``actions``.
+    the key of each, per kind, in the order of ``files`` (:func:`files_by_kind`).
 
     ``table_root`` None: no absolute URI is under the root (each needs
     ``allow_external``).
     """
     root_text = table_root if table_root is not None else _NO_ROOT
-    keys: dict[int, str] = {}
-    for kind in (AddFile, RemoveFile, AddCDCFile):
-        chosen = [i for i, a in enumerate(actions) if type(a) is kind]
-        if not chosen:
-            continue
-        found = check_file_paths(
-            [actions[i].path for i in chosen],  # type: ignore[union-attr]
-            field=f"{kind.action_name}.path",
+    return {
+        kind: check_file_paths(
+            [a.path for a in chosen],
+            field=f"{kind}.path",
             table_root=root_text,
             allow_external=allow_external,
         )
-        keys.update(zip(chosen, found, strict=True))
-    return keys
+        for kind, chosen in files.items()
+    }
 
 
 def check_file_values(
-    actions: Sequence[Action],
+    by_kind: dict[str, list[FileAction]],
     config: TableConfiguration,
     *,
     table_root: str | None,
     allow_external: bool,
 ) -> None:
     """Check every file action's values other than ``path`` (module doc) against
-    the table configuration after the commit."""
-    files = [a for a in actions if isinstance(a, (AddFile, RemoveFile, AddCDCFile))]
+    the table configuration after the commit (``by_kind``: :func:`files_by_kind`)."""
+    files = [a for chosen in by_kind.values() for a in chosen]
     if not files:
         return
     root = canonical_root(table_root if table_root is not None else _NO_ROOT)
     with_stats = [a for a in files if not isinstance(a, AddCDCFile) and a.stats]
     counted = stats_checker(config).check_all(with_stats) if with_stats else []
-    records_of = {id(a): n for a, n in zip(with_stats, counted, strict=True)}
     partitions = _PartitionChecker(config)
+    adds: list[AddFile] = by_kind["add"]  # type: ignore[assignment]
+    if len(adds) == len(files) and _plain_adds(adds, partitions):
+        return  # every add passed the column-at-a-time checks: nothing left to look at
+    records_of = {id(a): n for a, n in zip(with_stats, counted, strict=True)}
     for action in files:
         _long(action, "size", action.size, minimum=0)
         if isinstance(action, AddCDCFile):
@@ -489,3 +526,40 @@ def check_file_values(
                 allow_external=allow_external,
                 num_records=records,
             )
+
+
+def _plain_longs(values: list[Any], *, minimum: int | None) -> bool:
+    """Whether every value is None or an int in ``[minimum, INT64_MAX]``
+    (``minimum`` None: the signed 64-bit range), decided a column at a time."""
+    nulls = values.count(None)
+    if nulls == len(values):
+        return True
+    present = [v for v in values if v is not None] if nulls else values
+    low = -INT64_MAX - 1 if minimum is None else minimum
+    return set(map(type, present)) == {int} and low <= min(present) and max(present) <= INT64_MAX
+
+
+def _plain_adds(adds: list[AddFile], partitions: _PartitionChecker) -> bool:
+    """The per-file rules of :func:`check_file_values` for a commit of adds only,
+    a column at a time. True: all pass. False: some value needs the per-file
+    walk, which then names it (no error is raised here)."""
+    if any(map(attrgetter("deletion_vector"), adds)):
+        return False
+    for name, minimum in (
+        ("size", 0),
+        ("modification_time", None),
+        ("base_row_id", 0),
+        ("default_row_commit_version", 0),
+    ):
+        if not _plain_longs(list(map(attrgetter(name), adds)), minimum=minimum):
+            return False
+    keys = partitions.keys
+    # Each distinct spelling of partitionValues once (a commit has few).
+    spellings = set(map(tuple, map(dict.items, map(attrgetter("partition_values"), adds))))
+    if not all(len(items) == len(keys) and {k for k, _ in items} == keys for items in spellings):
+        return False
+    try:
+        partitions.parse_all({pair for items in spellings for pair in items})
+    except InvalidFileActionError:
+        return False
+    return True

@@ -311,7 +311,10 @@ def _float_value(value: Any) -> Any:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, Decimal)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer literal beyond a double's range
+            return None
     if isinstance(value, str):
         return _FLOAT_WORDS.get(value)
     return None
