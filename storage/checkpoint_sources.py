@@ -35,6 +35,8 @@ Invariants:
   checkpoint is kept as it is, except expired tombstones.
 - Rows are canonical (:mod:`raydelta.protocol.file_actions`) everywhere in between.
 - Nothing here writes ``_last_checkpoint``: callers do, last.
+- A catalog-managed table is read only up to the version its catalog says
+  is published (``max_published_version``), never by listing alone.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from raydelta.protocol.actions import (
     Sidecar,
     parse_actions,
 )
+from raydelta.protocol.catalog_managed import ensure_catalog_access
 from raydelta.protocol.checkpoint_plan import (
     SHARD_HASH,
     TAG_NUM_ADDS,
@@ -67,7 +70,7 @@ from raydelta.protocol.checkpoint_plan import (
     table_configuration,
 )
 from raydelta.protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows
-from raydelta.protocol.errors import VersionNotFoundError
+from raydelta.protocol.errors import VersionNotFoundError, VersionsNotContiguousError
 from raydelta.protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, FileKey, table_keys
 from raydelta.protocol.file_names import (
     LogFileKind,
@@ -270,16 +273,31 @@ def _describe_checkpoint(
     return previous, actions
 
 
-def read_log_delta(store: LogStore, version: int | None = None) -> LogDelta:
+def read_log_delta(
+    store: LogStore, version: int | None = None, *, max_published_version: int | None = None
+) -> LogDelta:
     """The driver's view of the checkpoint of ``version`` (latest published when None).
 
     Reads one listing, ``_last_checkpoint``, the previous checkpoint's
     non-file rows only, and the commits (or compactions) after it.
+    ``max_published_version`` is what a catalog-managed table's catalog says
+    is published: files past it are ignored; without it such a table raises
+    :class:`~raydelta.protocol.errors.CatalogManagedTableError`.
     """
     listing = store.list_from(0)
-    segment = build_log_segment(
-        listing, target_version=version, last_checkpoint_hint=read_last_checkpoint(store)
-    )
+    try:
+        segment = build_log_segment(
+            listing,
+            target_version=version,
+            last_checkpoint_hint=read_last_checkpoint(store),
+            catalog_latest_version=max_published_version,
+        )
+    except VersionsNotContiguousError:
+        if max_published_version is None:  # a catalog-managed table says so here
+            from raydelta.storage.snapshot import load_head_from_store
+
+            load_head_from_store(store.table_root, store)
+        raise
     root = table_root_key_of(store.fs, store.table_root)
     base = TableState(table_root=root)
     previous: PreviousCheckpoint | None = None
@@ -299,6 +317,12 @@ def read_log_delta(store: LogStore, version: int | None = None) -> LogDelta:
     state = apply_commits(base, batches)
     if state.version != segment.version:
         raise VersionNotFoundError(f"cannot rebuild version {segment.version} of the table")
+    if state.protocol is not None:
+        ensure_catalog_access(
+            state.protocol,
+            table_uri=store.table_root,
+            through_catalog=max_published_version is not None,
+        )
     head = replace(state, adds=ADD_SCHEMA.empty_table(), removes=REMOVE_SCHEMA.empty_table())
     return LogDelta(
         version=segment.version,

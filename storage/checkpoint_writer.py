@@ -22,6 +22,9 @@ Invariants:
   expired at ``now_ms`` are dropped (:func:`raydelta.protocol.checkpoint_plan.checkpoint_view`).
 - V2 checkpoints are written only for tables that support ``v2Checkpoint``;
   a V2 checkpoint holds either all its file actions or none (all in sidecars).
+- A catalog-managed table is checkpointed only at a published version
+  (``_delta_log/<v>.json`` exists; CATALOG_MANAGED.md, "Maintenance
+  Operations"), else :class:`CheckpointWriteError`.
 - ``_last_checkpoint`` is not moved backwards: if it already names a newer
   version it is left alone. ``size`` counts every action of the checkpoint
   (sidecar rows included) and ``sizeInBytes`` every byte (sidecars included),
@@ -64,6 +67,7 @@ from raydelta.protocol.file_names import (
     FileFormat,
     LogFile,
     classic_checkpoint_name,
+    commit_name,
     sidecar_name,
     uuid_checkpoint_name,
 )
@@ -169,6 +173,15 @@ def _non_file_blocks(actions: Sequence[Action]) -> list[tuple[str, pa.Array]]:
 # --- V1 ------------------------------------------------------------------------------------
 
 
+def ensure_published(store: LogStore, config: TableConfiguration, version: int) -> None:
+    """A catalog-managed table's checkpoint needs ``<version>.json`` published."""
+    if config.is_catalog_managed and not store.fs.exists(store.path_of(commit_name(version))):
+        raise CheckpointWriteError(
+            f"version {version} of the catalog-managed table {store.table_root} is not "
+            "published yet: only published versions may be checkpointed"
+        )
+
+
 def write_v1_checkpoint(store: LogStore, state: TableState, *, now_ms: int) -> LastCheckpointInfo:
     """Write the classic ``<v>.checkpoint.parquet`` of ``state``, then ``_last_checkpoint``.
 
@@ -176,6 +189,7 @@ def write_v1_checkpoint(store: LogStore, state: TableState, *, now_ms: int) -> L
     >>> info.version, info.num_of_add_files                              # doctest: +SKIP
     """
     config = table_configuration(state)
+    ensure_published(store, config, state.version)
     view = checkpoint_view(state, config, now_ms=now_ms)
     layout = CheckpointLayout.for_table(config)
     blocks = _non_file_blocks(non_file_actions(view))
@@ -388,6 +402,7 @@ def write_v2_checkpoint(
         )
     if naming == "classic" and fmt != "parquet":
         raise ValueError("a classic-named checkpoint is parquet")
+    ensure_published(store, config, state.version)
     view = checkpoint_view(state, config, now_ms=now_ms)
     layout = CheckpointLayout.for_table(config)
     if sidecars is not None:

@@ -5,6 +5,9 @@ Invariants:
 - A compaction file holds the reconciled actions of its published commits
   (:func:`compacted_actions`), so replaying it equals replaying the range.
 - It is created with put-if-absent: an existing file is left as it is.
+- On a catalog-managed table only published versions are compacted: the
+  caller passes ``max_published_version`` from the catalog, else
+  :class:`~raydelta.protocol.errors.CatalogManagedTableError`.
 - A range with a missing commit is refused, never compacted partially.
 - Reading: a compaction file is replayed only when its actions may stand for
   the commits it covers in any order
@@ -64,14 +67,28 @@ def compacted_actions(commits: Sequence[Sequence[Action]]) -> list[Action]:
     return out
 
 
-def write_log_compaction(store: LogStore, start: int, end: int) -> str | None:
+def write_log_compaction(
+    store: LogStore, start: int, end: int, *, max_published_version: int | None = None
+) -> str | None:
     """Write ``<start>.<end>.compacted.json`` from the published commits of the range.
 
     Returns its name, or None when it already exists. Raises
-    :class:`VersionNotFoundError` when a commit of the range is missing.
+    :class:`VersionNotFoundError` when a commit of the range is missing, or
+    (catalog-managed tables) past ``max_published_version``, what the catalog
+    says is published.
     """
     if start > end:
         raise ValueError(f"empty compaction range [{start}, {end}]")
+    if max_published_version is not None and end > max_published_version:
+        raise VersionNotFoundError(
+            f"cannot compact [{start}, {end}]: the catalog has published only up to "
+            f"version {max_published_version}"
+        )
+    if max_published_version is None:
+        from raydelta.storage.snapshot import load_head_from_store  # imports this module
+
+        # A catalog-managed table raises CatalogManagedTableError here.
+        load_head_from_store(store.table_root, store, version=end)
     names = [commit_name(v) for v in range(start, end + 1)]
     try:
         bodies = store.read_many(names)

@@ -23,6 +23,10 @@ killed at any instant):
   beyond the snapshot). The table must pass the writer protocol check.
 - ``after_delete(name)`` is called after each deletion (fault injection,
   progress); ``dry_run`` deletes and writes nothing and reports the same plan.
+- A catalog-managed table is cleaned only with ``max_published_version``
+  from its catalog (else :class:`CatalogManagedTableError`): files past it
+  are left out of the plan, and staged commits at or below the kept
+  checkpoint (all published, since publishing is in order) are deleted.
 """
 
 from __future__ import annotations
@@ -154,11 +158,18 @@ def verify_checkpoint(store: LogStore, checkpoint: CheckpointRef) -> None:
 
 
 def _write_classic_copy(
-    uri: str, store: LogStore, checkpoint: CheckpointRef, classic_name: str
+    uri: str,
+    store: LogStore,
+    checkpoint: CheckpointRef,
+    classic_name: str,
+    *,
+    max_published_version: int | None = None,
 ) -> None:
     """Write ``<v>.checkpoint.parquet`` with the content of a UUID-named V2 checkpoint."""
     (uuid_file,) = checkpoint.files
-    snapshot = load_snapshot_from_store(uri, store, version=checkpoint.version)
+    snapshot = load_snapshot_from_store(
+        uri, store, version=checkpoint.version, latest_ratified_version=max_published_version
+    )
     sidecars = read_checkpoint_sidecars(store, uuid_file)
     # The UUID checkpoint's own time: the view drops exactly what its writer dropped.
     as_of = uuid_file.modification_time or int(time.time() * 1000)
@@ -215,18 +226,21 @@ def cleanup_metadata(
     store: LogStore | None = None,
     after_delete: AfterDelete | None = None,
     progress: Progress | None = None,
+    max_published_version: int | None = None,
 ) -> MetadataCleanupReport:
     """Delete the table's expired log files (PROTOCOL.md "Metadata Cleanup").
 
     ``retention_ms`` overrides ``delta.logRetentionDuration``; ``now_ms``
     overrides the clock. Returns what was deleted, oldest first.
+    ``max_published_version`` is required for a catalog-managed table: the
+    newest version its catalog has published.
 
     >>> report = cleanup_metadata("file:///tmp/events", dry_run=True)   # doctest: +SKIP
     >>> report.kept_checkpoint_version, len(report.deleted)             # doctest: +SKIP
     """
     store = store or log_store_for(uri, storage_options)
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    head = load_head_from_store(uri, store)
+    head = load_head_from_store(uri, store, latest_ratified_version=max_published_version)
     config = head.table_configuration
     config.ensure_writable()
     retention = config.log_retention_ms if retention_ms is None else retention_ms
@@ -244,6 +258,8 @@ def cleanup_metadata(
     if progress is not None:
         progress("listing", 0, 0)
     listing = _list_log(store)
+    if max_published_version is not None:
+        listing = [f for f in listing if f.require_version() <= max_published_version]
     stamps = commit_timestamps(store, listing, config)
     protection = (
         config.require_checkpoint_protection_before_version
@@ -269,7 +285,13 @@ def cleanup_metadata(
 
     verify_checkpoint(store, plan.kept_checkpoint)
     if plan.classic_copy_name is not None and not dry_run:
-        _write_classic_copy(uri, store, plan.kept_checkpoint, plan.classic_copy_name)
+        _write_classic_copy(
+            uri,
+            store,
+            plan.kept_checkpoint,
+            plan.classic_copy_name,
+            max_published_version=max_published_version,
+        )
 
     if not dry_run:
         _delete(

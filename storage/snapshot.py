@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -57,8 +58,10 @@ from raydelta.protocol.errors import (
     InvalidTableError,
     MissingMetadataError,
     MissingProtocolError,
+    RaydeltaError,
     TableNotFoundError,
     VersionNotFoundError,
+    VersionsNotContiguousError,
 )
 from raydelta.protocol.file_names import LogFile, LogFileKind
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
@@ -402,25 +405,54 @@ def _listing(uri: str, store: LogStore, view: RatifiedCommits | None = None) -> 
 
 
 def _segment(
+    uri: str,
+    store: LogStore,
     listing: list[LogFile],
     hint: LastCheckpointInfo | None,
     version: int | None,
     view: RatifiedCommits | None,
 ) -> tuple[LogSegment, dict[str, list[Action]]]:
     files, inline = ratified_files(view)
-    segment = build_log_segment(
-        listing,
-        target_version=version,
-        last_checkpoint_hint=hint,
-        ratified_commits=files,
-        catalog_latest_version=None if view is None else view.latest_version,
-    )
+    try:
+        segment = build_log_segment(
+            listing,
+            target_version=version,
+            last_checkpoint_hint=hint,
+            ratified_commits=files,
+            catalog_latest_version=None if view is None else view.latest_version,
+        )
+    except VersionsNotContiguousError as exc:
+        if view is None:
+            _refuse_if_catalog_managed(uri, store, listing, hint, exc)
+        raise
     if view is not None and version is None and segment.version != view.latest_version:
         raise InvalidTableError(
             f"the catalog's latest version is {view.latest_version}, but the commits it "
             f"returned and the published log reach only version {segment.version}"
         )
     return segment, inline
+
+
+def _refuse_if_catalog_managed(
+    uri: str,
+    store: LogStore,
+    listing: list[LogFile],
+    hint: LastCheckpointInfo | None,
+    gap: VersionsNotContiguousError,
+) -> None:
+    """A log with a hole, read without a catalog: if the versions before the
+    hole say the table is catalog-managed, that is the error to report (its
+    missing versions may be ratified commits only the catalog holds)."""
+    found = gap.versions
+    end = next((a for a, b in pairwise(found) if b != a + 1), None)
+    if end is None:
+        return
+    try:
+        head = _load_head(uri, store, listing, hint, None, RatifiedCommits(latest_version=end))
+    except RaydeltaError:
+        return
+    if head.protocol is not None:
+        ensure_catalog_access(head.protocol, table_uri=uri, through_catalog=False)
 
 
 def _load_head(
@@ -431,7 +463,7 @@ def _load_head(
     version: int | None,
     view: RatifiedCommits | None = None,
 ) -> TableHead:
-    segment, inline = _segment(listing, hint, version, view)
+    segment, inline = _segment(uri, store, listing, hint, version, view)
     if segment.checkpoint is not None:
         state = checkpoint_head(store, segment.checkpoint.version, segment.checkpoint.files)
     else:
@@ -525,7 +557,7 @@ def load_snapshot_from_store(
             enablement_version=(config.in_commit_timestamp_enablement or (None, None))[0],
             enablement_timestamp=(config.in_commit_timestamp_enablement or (None, None))[1],
         )
-    segment, inline = _segment(listing, hint, version, view)
+    segment, inline = _segment(uri, store, listing, hint, version, view)
     state, commit_infos = replay_segment(store, segment, inline=inline)
     _check_replayed(uri, state, version, through_catalog=view is not None)
     stamp = _version_timestamp(store, listing, segment, state, commit_infos)

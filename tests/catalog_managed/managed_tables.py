@@ -21,8 +21,12 @@ from raydelta.protocol.actions import (
     RemoveFile,
     serialize_actions,
 )
-from raydelta.protocol.catalog_managed import staged_commit_path
+from raydelta.protocol.catalog_managed import RatifiedCommit, staged_commit_path
 from raydelta.protocol.file_names import commit_name
+from raydelta.storage.checkpoint_writer import write_checkpoint
+from raydelta.storage.log_compaction import write_log_compaction
+from raydelta.storage.log_store import log_store_for
+from raydelta.storage.snapshot import Snapshot, load_snapshot
 
 SCHEMA_STRING = json.dumps(
     {
@@ -98,6 +102,10 @@ def expected_files(commits: Sequence[Sequence[Action]]) -> set[str]:
     return live
 
 
+def live_paths(snapshot: Snapshot) -> set[str]:
+    return set(snapshot.files.column("path").to_pylist())
+
+
 def log_dir(root: Path) -> Path:
     path = root / "_delta_log"
     path.mkdir(parents=True, exist_ok=True)
@@ -116,3 +124,31 @@ def stage(root: Path, version: int, actions: Sequence[Action], *, partial: bool 
     data = serialize_actions(list(actions))
     target.write_bytes(data[: len(data) // 2] if partial else data)
     return relative
+
+
+class SpecExample:
+    """The table of the spec's example and what its catalog returns."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.uri = root.as_uri()
+        self.commits: list[list[Action]] = [creation()] + [data_commit(v) for v in range(1, 8)]
+        for version, actions in enumerate(self.commits):
+            publish(root, version, actions)
+            if version == 2:  # the checkpoint the catalog lets us write: published 2
+                snap = load_snapshot(self.uri, latest_ratified_version=2)
+                write_checkpoint(log_store_for(self.uri), snap.state, now_ms=BASE_TIME)
+        write_log_compaction(log_store_for(self.uri), 3, 5, max_published_version=7)
+        self.staged_7 = stage(root, 7, self.commits[7])  # ratified and published
+        self.commits.append(data_commit(8))
+        self.staged_8 = stage(root, 8, self.commits[8])  # ratified
+        self.rejected_8 = stage(root, 8, data_commit(8, tag="-rejected"))
+        self.unratified_10 = stage(root, 10, data_commit(10))
+        self.partial_10 = stage(root, 10, data_commit(10, tag="-partial"), partial=True)
+        changed = metadata(**{"delta.appendOnly": "false", "owner": "catalog"})
+        self.commits.append([commit_info(9), changed, *data_commit(9)[1:]])
+        self.ratified = [
+            RatifiedCommit.staged(7, self.staged_7),
+            RatifiedCommit.staged(8, self.staged_8),
+            RatifiedCommit.inline(9, self.commits[9]),
+        ]

@@ -24,52 +24,17 @@ from raydelta.protocol.errors import (
     TableNotFoundError,
 )
 from raydelta.protocol.file_names import classic_checkpoint_name, compaction_name
-from raydelta.storage.checkpoint_writer import write_checkpoint
-from raydelta.storage.log_compaction import write_log_compaction
-from raydelta.storage.log_store import log_store_for
 from raydelta.storage.snapshot import load_snapshot, load_table_head
 from tests.catalog_managed.managed_tables import (
     BASE_TIME,
-    commit_info,
+    SpecExample,
     creation,
     data_commit,
     expected_files,
-    metadata,
+    live_paths,
     publish,
     stage,
 )
-
-
-def live_paths(snapshot: raydelta.Snapshot) -> set[str]:
-    return set(snapshot.files.column("path").to_pylist())
-
-
-class SpecExample:
-    """The table of the spec's example and what its catalog returns."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.uri = root.as_uri()
-        self.commits: list[list[Action]] = [creation()] + [data_commit(v) for v in range(1, 8)]
-        for version, actions in enumerate(self.commits):
-            publish(root, version, actions)
-            if version == 2:  # the checkpoint the catalog lets us write: published 2
-                snap = load_snapshot(self.uri, latest_ratified_version=2)
-                write_checkpoint(log_store_for(self.uri), snap.state, now_ms=BASE_TIME)
-        write_log_compaction(log_store_for(self.uri), 3, 5)
-        self.staged_7 = stage(root, 7, self.commits[7])  # ratified and published
-        self.commits.append(data_commit(8))
-        self.staged_8 = stage(root, 8, self.commits[8])  # ratified
-        self.rejected_8 = stage(root, 8, data_commit(8, tag="-rejected"))
-        self.unratified_10 = stage(root, 10, data_commit(10))
-        self.partial_10 = stage(root, 10, data_commit(10, tag="-partial"), partial=True)
-        changed = metadata(**{"delta.appendOnly": "false", "owner": "catalog"})
-        self.commits.append([commit_info(9), changed, *data_commit(9)[1:]])
-        self.ratified = [
-            RatifiedCommit.staged(7, self.staged_7),
-            RatifiedCommit.staged(8, self.staged_8),
-            RatifiedCommit.inline(9, self.commits[9]),
-        ]
 
 
 @pytest.fixture
@@ -124,6 +89,11 @@ def test_reading_without_the_catalog_is_refused(example: SpecExample) -> None:
     with pytest.raises(CatalogManagedTableError):
         load_table_head(example.uri)
     assert issubclass(raydelta.CatalogManagedTableError, raydelta.RaydeltaError)
+    # A filesystem commit past the unpublished ones leaves a hole in the
+    # published log: still reported as a catalog-managed table, not a gap.
+    publish(example.root, 10, data_commit(10, tag="-rogue"))
+    with pytest.raises(CatalogManagedTableError):
+        load_snapshot(example.uri)
 
 
 def test_catalog_commit_wins_over_published_file(example: SpecExample) -> None:
