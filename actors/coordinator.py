@@ -461,6 +461,8 @@ class CommitCoordinator:
         attempts = 0
         while True:
             attempts += 1
+            if not self.commits_catalog_managed and self.table_configuration.is_catalog_managed:
+                raise self._managed_refusal("commit to a catalog-managed table")
             winners = self._winners_since(read_version)
             for winner in winners:
                 if winner.txn_id == request.txn_id:
@@ -485,10 +487,8 @@ class CommitCoordinator:
                 if latest is not read_config
                 else after_read
             )
-            if not self.commits_catalog_managed and (
-                latest.is_catalog_managed or after.is_catalog_managed
-            ):
-                raise self._managed_refusal("commit to a catalog-managed table")
+            if not self.commits_catalog_managed and after.is_catalog_managed:
+                raise self._managed_refusal("make a table catalog-managed")
             version = self.version + 1
             now = int(time.time() * 1000)
             provenance = self._commit_info(request, version, now)
