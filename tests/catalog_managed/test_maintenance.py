@@ -98,10 +98,14 @@ def test_metadata_cleanup_removes_staged_commits_at_or_below_the_checkpoint(
     expected = {
         f.name
         for f in parsed
-        if ((f.kind in (LogFileKind.COMMIT, LogFileKind.CHECKSUM) or f.is_checkpoint)
-        and f.require_version() < 7)
-        or (f.kind in (LogFileKind.COMPACTION, LogFileKind.STAGED_COMMIT)
-        and f.require_version() <= 7)
+        if (
+            (f.kind in (LogFileKind.COMMIT, LogFileKind.CHECKSUM) or f.is_checkpoint)
+            and f.require_version() < 7
+        )
+        or (
+            f.kind in (LogFileKind.COMPACTION, LogFileKind.STAGED_COMMIT)
+            and f.require_version() <= 7
+        )
     }
     assert set(report.deleted) == expected
     assert example.ratified[0].staged_name in expected  # staged 7: ratified and published
