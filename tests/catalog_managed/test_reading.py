@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import raydelta
-from raydelta.protocol.actions import Action
+from raydelta.protocol.actions import Action, CommitInfo
 from raydelta.protocol.catalog_managed import RatifiedCommit
 from raydelta.protocol.errors import (
     CatalogManagedTableError,
@@ -70,14 +70,20 @@ def test_public_api_passes_catalog_commits_through(example: SpecExample) -> None
 
 
 def test_time_travel_through_the_catalog(example: SpecExample) -> None:
-    kwargs = {"ratified_commits": example.ratified, "latest_ratified_version": 9}
-    at_8 = load_snapshot(example.uri, version=8, **kwargs)  # type: ignore[arg-type]
-    assert live_paths(at_8) == expected_files(example.commits[:9])
-    stamp_8 = example.commits[8][0].in_commit_timestamp  # type: ignore[union-attr]
-    by_time = load_snapshot(example.uri, timestamp=stamp_8 + 1, **kwargs)  # type: ignore[arg-type]
-    assert by_time.version == 8
-    at_5 = load_snapshot(example.uri, version=5, **kwargs)  # type: ignore[arg-type]
-    assert live_paths(at_5) == expected_files(example.commits[:6])
+    def load(*, version: int | None = None, timestamp: int | None = None) -> raydelta.Snapshot:
+        return load_snapshot(
+            example.uri,
+            version=version,
+            timestamp=timestamp,
+            ratified_commits=example.ratified,
+            latest_ratified_version=9,
+        )
+
+    assert live_paths(load(version=8)) == expected_files(example.commits[:9])
+    info_8 = example.commits[8][0]
+    assert isinstance(info_8, CommitInfo) and info_8.in_commit_timestamp is not None
+    assert load(timestamp=info_8.in_commit_timestamp + 1).version == 8
+    assert live_paths(load(version=5)) == expected_files(example.commits[:6])
 
 
 def test_reading_without_the_catalog_is_refused(example: SpecExample) -> None:

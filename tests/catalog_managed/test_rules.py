@@ -7,7 +7,7 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from raydelta.protocol.actions import CommitInfo, Protocol
+from raydelta.protocol.actions import Action, CommitInfo, Protocol
 from raydelta.protocol.catalog_managed import (
     RatifiedCommit,
     RatifiedCommits,
@@ -140,6 +140,9 @@ def test_downgrade_is_refused() -> None:
             [commit_info(4), dropped], protocol=MANAGED_PROTOCOL, metadata=metadata()
         )
     check_commit_actions(data_commit(4), protocol=MANAGED_PROTOCOL, metadata=metadata())
-    turn_ict_off = [commit_info(4), metadata(**{"delta.enableInCommitTimestamps": "false"})]
+    turn_ict_off: list[Action] = [
+        commit_info(4),
+        metadata(**{"delta.enableInCommitTimestamps": "false"}),
+    ]
     with pytest.raises(CatalogManagedRequirementError):
         check_commit_actions(turn_ict_off, protocol=MANAGED_PROTOCOL, metadata=metadata())
