@@ -32,25 +32,39 @@ Invariants:
 - A write that fails (a task raises, a row breaks a rule, the commit is
   refused) commits nothing; files its tasks already wrote stay unreferenced
   until VACUUM removes them, as with Spark's failed jobs.
-- The table is created from the dataset's schema when absent (the first
-  block's schema; ``partition_by`` and ``properties`` as given). An existing
-  table keeps its schema and partitioning: data that does not fit is refused.
+- A missing table is created from the dataset's schema (the first block's;
+  ``partition_by`` and ``properties`` as given) in the same commit as the
+  data: version 0 holds protocol, metadata and files, so a failed write
+  leaves no table behind. When another job creates the table first, this
+  job's files are appended to it if it has exactly the schema, partitioning
+  and configuration they were written for, else the write fails with
+  ``MetadataChangedException``. An existing table keeps its schema and
+  partitioning: data that does not fit is refused.
+- The driver reads the table's head from storage when the job starts, so
+  the ``TableActor`` starts while the tasks write; only the commit waits
+  for it.
 """
 
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raydelta.actors.transaction import Transaction
+from raydelta.protocol.actions import AddFile
 from raydelta.protocol.errors import (
     InvalidArgumentError,
     RaydeltaError,
     UnsupportedTableFeatureException,
 )
+from raydelta.protocol.events import IsolationLevel
+from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.schema import StructType, contains_type
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.storage.scan import Filter, scan, select_files
@@ -387,35 +401,48 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
     # --- driver: start -----------------------------------------------------------------
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
+        """Read the table's head from storage (the ``TableActor`` starts meanwhile:
+        nothing waits for it until the commit); a missing table gets the
+        protocol and metadata of its version 0, committed with the data."""
+        from raydelta.actors.client import new_table_actions
+        from raydelta.protocol.errors import TableNotFoundError
+        from raydelta.protocol.schema_arrow import from_arrow
         from raydelta.storage.data_writer import check_writable
-        from raydelta.table import Table, create_table
+        from raydelta.storage.snapshot import load_snapshot, load_table_head
+        from raydelta.table import Table
 
         table = Table.open(self.uri, storage_options=self.storage_options)
-        if table.version() < 0:
+        try:
+            head: Any = load_table_head(self.uri, storage_options=self.storage_options)
+        except TableNotFoundError:
+            head = None
+        snapshot = None
+        if head is None:
             if schema is None:
                 raise InvalidArgumentError(
                     f"no Delta table at {self.uri} and the dataset has no schema to create one"
-                )
-            create_table(
-                self.uri,
-                _table_schema(schema),
+                ) from None
+            protocol, metadata = new_table_actions(
+                from_arrow(_table_schema(schema)),
                 partition_by=self.partition_by,
                 properties=self.properties,
-                mode="ignore",  # another job may create it first: then it must fit
-                storage_options=self.storage_options,
             )
-        snapshot = table.snapshot() if self.mode == "overwrite" else None
-        txn = table.transaction(snapshot=snapshot)
-        existing = list(txn.metadata.partition_columns)
-        if self.partition_by and self.partition_by != existing:
-            raise InvalidArgumentError(
-                f"partition_by={self.partition_by} does not match the table's partition"
-                f" columns {existing}"
-            )
-        check_writable(txn.protocol, txn.metadata)
-        _refuse_identity_columns(txn.metadata.schema_string)
-        self.protocol, self.metadata = txn.protocol, txn.metadata
-        self._driver = {"table": table, "txn": txn, "snapshot": snapshot}
+        else:
+            protocol, metadata = head.protocol, head.metadata
+            existing = list(metadata.partition_columns)
+            if self.partition_by and self.partition_by != existing:
+                raise InvalidArgumentError(
+                    f"partition_by={self.partition_by} does not match the table's partition"
+                    f" columns {existing}"
+                )
+            if self.mode == "overwrite":
+                snapshot = load_snapshot(
+                    self.uri, version=head.version, storage_options=self.storage_options
+                )
+        check_writable(protocol, metadata)
+        _refuse_identity_columns(metadata.schema_string)
+        self.protocol, self.metadata = protocol, metadata
+        self._driver = {"table": table, "head": head, "snapshot": snapshot}
 
     # --- tasks: write ------------------------------------------------------------------
 
@@ -442,30 +469,64 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
     # --- driver: commit ----------------------------------------------------------------
 
     def on_write_complete(self, write_result: Any) -> None:
-        from raydelta.protocol.actions import AddFile
-        from raydelta.protocol.file_actions import row_to_add
-
         if not self._driver:  # no block ever arrived: Ray skipped on_write_start
             self.on_write_start(None)
-        txn = self._driver["txn"]
-        snapshot = self._driver["snapshot"]
         adds = [
             AddFile.model_validate(body)
             for returned in write_result.write_returns
             for body in (returned or [])
         ]
+        try:
+            self.committed_version = self._commit(adds)
+        finally:
+            self._driver = {}
+
+    def _commit(self, adds: list[AddFile]) -> int:
+        from raydelta.actors.client import TableClient
+        from raydelta.protocol.errors import MetadataChangedException, TableAlreadyExistsError
+        from raydelta.protocol.events import CommitRequest, ReadSet
+
+        table, head, snapshot = (self._driver[k] for k in ("table", "head", "snapshot"))
+        parameters = {
+            "mode": "Overwrite" if self.mode == "overwrite" else "Append",
+            "partitionBy": json.dumps(list(self.metadata.partition_columns)),
+        }
+        if head is None:  # a new table: version 0 holds its protocol, metadata and data
+            request = CommitRequest(
+                txn_id=str(uuid.uuid4()),
+                read_set=ReadSet(read_version=-1),
+                actions=(self.protocol, self.metadata, *adds),
+                operation="WRITE",
+                operation_parameters=parameters,
+                commit_time_ms=int(time.time() * 1000),
+            )
+            try:
+                return TableClient._check(table._call("create", request))
+            except TableAlreadyExistsError:
+                # another job created it first: our files fit its table only if it
+                # has exactly the schema, partitioning and configuration we wrote for
+                head = table.head()
+                winner = head.metadata
+                if (
+                    winner.schema_string != self.metadata.schema_string
+                    or list(winner.partition_columns) != list(self.metadata.partition_columns)
+                    or dict(winner.configuration) != dict(self.metadata.configuration)
+                    or head.protocol != self.protocol
+                ):
+                    raise MetadataChangedException(
+                        f"the table at {self.uri} was created by another writer with a"
+                        " different schema, partitioning or configuration while this job wrote"
+                    ) from None
+                if self.mode == "overwrite":
+                    snapshot = table.snapshot()
+                    head = snapshot.state.head()
+        txn = Transaction(table, head, isolation_level=IsolationLevel.WRITE_SERIALIZABLE)
         if snapshot is not None:
             txn.read_whole_table()
             for row in snapshot.files.to_pylist():
                 txn.remove(row_to_add(row))
         txn.add(*adds)
-        mode = "Overwrite" if self.mode == "overwrite" else "Append"
-        partition_by = list(txn.metadata.partition_columns)
-        self.committed_version = txn.commit(
-            operation="WRITE",
-            operation_parameters={"mode": mode, "partitionBy": json.dumps(partition_by)},
-        )
-        self._driver = {}
+        return int(txn.commit(operation="WRITE", operation_parameters=parameters))
 
     def on_write_failed(self, error: Exception) -> None:
         """Nothing was committed; files the tasks wrote stay unreferenced (VACUUM)."""

@@ -173,6 +173,22 @@ def test_failed_task_commits_nothing(workdir: Path) -> None:
     assert read_delta(uri).count() == 20
 
 
+def test_failed_first_write_leaves_no_table(workdir: Path) -> None:
+    import ray.data
+
+    uri = str(workdir / "never")
+    poisoned = pa.concat_tables(
+        [_source(30), pa.table({"id": [-1], "region": ["eu"], "value": [0.0]})]
+    )
+    ds = ray.data.from_arrow(_blocks(poisoned, 3)).map_batches(
+        _fail_on_marked_rows, batch_format="pyarrow", batch_size=None
+    )
+    with pytest.raises(Exception, match="a task fails"):
+        write_delta(ds, uri)
+    with pytest.raises(raydelta.TableNotFoundError):
+        raydelta.load_snapshot(uri)
+
+
 def test_schema_is_enforced_and_nothing_committed(workdir: Path) -> None:
     import ray.data
 
