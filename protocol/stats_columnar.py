@@ -36,7 +36,6 @@ keep their exact digits).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -99,7 +98,7 @@ class ColumnarStatsCheck:
             return None
         try:
             table = pa_json.read_json(
-                io.BytesIO(joined.encode("utf-8")),
+                pa.BufferReader(joined.encode("utf-8")),
                 read_options=pa_json.ReadOptions(use_threads=False, block_size=len(joined) + 1),
                 parse_options=self._parse,
             )
