@@ -27,12 +27,22 @@ Invariants:
   exactly as the Ray call of the same name, under the same lock.
 - It takes no CPU slot (``num_cpus=0``): a table actor is mostly I/O and
   must not starve the tasks that do the heavy work.
+- :meth:`TableActor.status` runs in its own concurrency group, outside the
+  lock: it answers while commits queue, reads only counters, and never
+  changes state.
+- An incarnation that is no longer the actor's (its node declared dead and
+  the actor restarted elsewhere while the old process lives on) serves no
+  commit, over Ray or the channel: every commit first passes the
+  incarnation fence of :mod:`raydelta.actors.incarnation`, whose numbers
+  also give ``status()["restarts"]``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -43,9 +53,11 @@ import ray
 from raydelta.actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer
 from raydelta.actors.cluster import NAMESPACE, table_actor_name
 from raydelta.actors.coordinator import CommitCoordinator
+from raydelta.actors.incarnation import gcs_fence
+from raydelta.actors.metrics import CommitCounters, TableMetrics
 from raydelta.protocol.actions import Action
 from raydelta.protocol.errors import VersionNotFoundError
-from raydelta.protocol.events import CommitReply, CommitRequest
+from raydelta.protocol.events import CommitCommitted, CommitReply, CommitRequest
 from raydelta.protocol.reconciliation import TableHead, TableState
 
 logger = logging.getLogger(__name__)
@@ -63,20 +75,32 @@ def _serial(method: F) -> F:
 
     @wraps(method)
     def locked(self: TableActor, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            result = method(self, *args, **kwargs)
-            self._publish_new_versions()
-            return result
+        self._in_flight += 1  # a racy counter is fine: status() only reports it
+        try:
+            with self._lock:
+                result = method(self, *args, **kwargs)
+                self._publish_new_versions()
+                return result
+        finally:
+            self._in_flight -= 1
 
     return locked  # type: ignore[return-value]
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+@ray.remote(  # type: ignore[call-overload]  # the stubs lack concurrency_groups
+    num_cpus=0, max_restarts=-1, max_task_retries=-1, concurrency_groups={"status": 1}
+)
 class TableActor:
     """See the module docstring. Create through :func:`raydelta.actors.client.open_table`."""
 
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         self._lock = threading.RLock()
+        self._in_flight = 0
+        self._started = time.monotonic()
+        self._fence = gcs_fence(str(ray.get_runtime_context().get_actor_id()), NAMESPACE)
+        self._incarnation = self._fence.number
+        self._counters = CommitCounters()
+        self._metrics = TableMetrics(table_uri)
         self._coordinator = CommitCoordinator(table_uri, storage_options=storage_options)
         self._subscribers: dict[str, Subscription] = _load_subscribers(table_uri)
         self._published_through = self._coordinator.version
@@ -118,11 +142,45 @@ class TableActor:
 
     @_serial
     def create(self, request: CommitRequest) -> CommitReply:
+        self._fence.check()
         return self._coordinator.create(request)
 
     @_serial
     def commit(self, request: CommitRequest) -> CommitReply:
-        return self._coordinator.commit(request)
+        self._fence.check()
+        start = time.perf_counter()
+        reply = self._coordinator.commit(request)
+        rebased = isinstance(reply, CommitCommitted) and bool(reply.rebased_over)
+        self._counters.record(reply.kind, rebased=rebased)
+        self._metrics.commit(reply.kind, time.perf_counter() - start, rebased=rebased)
+        return reply
+
+    @ray.method(concurrency_group="status")
+    def status(self) -> dict[str, Any]:
+        """What ``raydelta status`` shows, from memory only (no lock, no I/O).
+
+        ``queue_depth`` counts the calls this process holds (running, or
+        waiting for the lock: channel calls); calls still queued in Ray in
+        front of the actor are not visible to it."""
+        context = ray.get_runtime_context()
+        counters = self._counters
+        return {
+            "table": self._coordinator.table_uri,
+            "version": self._coordinator.version,
+            "queue_depth": self._in_flight,
+            "commits": counters.outcomes.get("committed", 0),
+            "commits_per_second": counters.commits_per_second(),
+            "conflicts": counters.outcomes.get("conflict", 0),
+            "rejected": counters.outcomes.get("rejected", 0),
+            "rebased": counters.rebased,
+            "restarts": self._incarnation - 1,
+            "incarnation": self._incarnation,
+            "uptime_s": time.monotonic() - self._started,
+            "node_id": context.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
+            "pid": os.getpid(),
+            "channel": self._channel is not None,
+        }
 
     @_serial
     def head(self) -> TableHead:

@@ -183,7 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXTENSION_MODULES = ("raydelta.cli_checkpoint", "raydelta.cli_cleanup", "raydelta.demo")
+EXTENSION_MODULES = (
+    "raydelta.cli_checkpoint",
+    "raydelta.cli_cleanup",
+    "raydelta.cli_status",
+    "raydelta.demo",
+)
 """Modules adding subcommands; each defines ``register(subparsers, command)``
 where ``command(name)`` is the decorator that registers a handler."""
 
