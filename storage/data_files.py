@@ -259,13 +259,17 @@ def write_data_file(
     storage_options: dict[str, Any] | None = None,
     stats_spec: StatsSpec | None = None,
     materialize_partition_columns: bool = False,
+    directory_prefix: str = "",
+    file_prefix: str = "part-00000",
 ) -> AddFile:
     """Write ``data`` (logical column names) as one new parquet file; return its ``add``.
 
     ``partition_values`` are typed values (or None) for every partition column,
     by logical name. Partition columns are left out of the file unless
     ``materialize_partition_columns`` (the ``materializePartitionColumns``
-    feature), where they follow the data columns. The ``add`` carries full
+    feature), where they follow the data columns. ``directory_prefix``
+    (``_change_data`` for change data files) and ``file_prefix`` place and
+    name the file. The ``add`` carries full
     statistics (:func:`raydelta.protocol.stats_collection.collect_statistics`).
     This is the one place raydelta writes a data file; the data writer
     (``storage/data_writer.py``) enforces the table's rules before calling it.
@@ -276,8 +280,8 @@ def write_data_file(
     values = dict(partition_values or {})
     serialized = serialized_partition_values(schema, partition_columns, values, mode)
     directory = partition_path(serialized, list(serialized)) if partition_columns else ""
-    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    relative = f"{directory}/{name}" if directory else name
+    name = f"{file_prefix}-{uuid.uuid4()}-c000.snappy.parquet"
+    relative = "/".join(p for p in (directory_prefix.strip("/"), directory, name) if p)
     target = f"{root}/{relative}"
     fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
     data_fields = StructType(tuple(f for f in schema.fields if f.name not in partition_columns))

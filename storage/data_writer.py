@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -95,6 +95,7 @@ def write_data(
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
     storage_options: dict[str, Any] | None = None,
     on_rows_written: Callable[[int], None] | None = None,
+    rewrite: bool = False,
 ) -> WriteResult:
     """Write ``data`` as new data files of the table; commit nothing.
 
@@ -102,6 +103,9 @@ def write_data(
     pandas DataFrame with logical column names. ``schema_mode="merge"`` adds
     the data's new columns to the schema; ``"overwrite"`` replaces the schema
     with the data's (the caller allows it for overwrites only).
+    ``rewrite=True`` writes rows that are already in the table (DML copies
+    and updates): identity values are kept as they are, never refused as
+    explicit inserts, and the high-water marks do not move.
     """
     if schema_mode not in (None, "merge", "overwrite"):
         raise InvalidArgumentError(
@@ -115,6 +119,11 @@ def write_data(
     batches, arrow_schema = _batches(data)
     new_metadata, new_protocol = _evolve(protocol, metadata, arrow_schema, schema_mode)
     rules = table_write_rules(new_protocol or protocol, new_metadata or metadata)
+    if rewrite:
+        rules = replace(
+            rules,
+            identities=tuple(replace(i, allow_explicit_insert=True) for i in rules.identities),
+        )
     writer = _FileWriter(table_uri, rules, target_file_size, storage_options)
     marks: dict[str, int | None] = {i.column: i.high_water_mark for i in rules.identities}
     now = dt.datetime.now(dt.UTC)
