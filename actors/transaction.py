@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from raydelta.protocol.actions import (
     Action,
+    AddCDCFile,
     AddFile,
     CommitInfo,
     DomainMetadata,
@@ -211,11 +212,29 @@ class Transaction:
         self._actions.append(upgraded)
         return self
 
+    def add_change_data(self, *files: AddCDCFile) -> Transaction:
+        """Add change data files (``cdc`` actions: DML with the change data feed on)."""
+        self._actions.extend(files)
+        return self
+
+    def set_operation_metrics(self, metrics: Mapping[str, Any]) -> Transaction:
+        """Record ``commitInfo.operationMetrics`` (values as text, as delta-spark
+        writes them); keeps any ``userMetadata`` already set."""
+        info = next((a for a in self._actions if isinstance(a, CommitInfo)), None)
+        body = dict(info.to_json_dict()) if info is not None else {}
+        body["operationMetrics"] = {k: str(v) for k, v in metrics.items()}
+        self._actions = [a for a in self._actions if not isinstance(a, CommitInfo)]
+        self._actions.append(CommitInfo.model_validate(body))
+        return self
+
     def set_user_metadata(self, text: str) -> Transaction:
         """Record ``text`` as the commit's ``commitInfo.userMetadata``
         (delta-spark's ``userMetadata`` write option)."""
+        info = next((a for a in self._actions if isinstance(a, CommitInfo)), None)
+        body = dict(info.to_json_dict()) if info is not None else {}
+        body["userMetadata"] = text
         self._actions = [a for a in self._actions if not isinstance(a, CommitInfo)]
-        self._actions.append(CommitInfo.model_validate({"userMetadata": text}))
+        self._actions.append(CommitInfo.model_validate(body))
         return self
 
     @property

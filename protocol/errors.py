@@ -407,6 +407,12 @@ class UnsupportedExpressionError(InvalidExpressionError):
     whose data rules use one is refused for writing."""
 
 
+class NonDeterministicExpressionError(InvalidExpressionError):
+    """A DML condition or new value is non-deterministic (``rand()``,
+    ``uuid()``...): delta-spark refuses these in DELETE/UPDATE/MERGE
+    conditions, since a retry or a re-read would select other rows."""
+
+
 class IdentityColumnError(RaydeltaError):
     """An identity column's rules were broken: an explicit value for a column
     without ``delta.identity.allowExplicitInsert``, a step of 0, or an
