@@ -50,6 +50,7 @@ from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
 
 if TYPE_CHECKING:
     from raydelta.actors.checkpoint_results import CheckpointSummary
+    from raydelta.protocol.dml_metrics import DeleteMetrics, RestoreMetrics, UpdateMetrics
     from raydelta.storage.data_writer import WriteResult
     from raydelta.storage.metadata_cleanup import MetadataCleanupReport
     from raydelta.storage.vacuum import VacuumReport
@@ -256,6 +257,61 @@ class Table(TableClient):
                 raise InvalidArgumentError(
                     f"data written does not match where={where!r}: partition {logical}"
                 )
+
+    # --- changing rows (DML) -----------------------------------------------------------
+
+    def delete(self, predicate: Filter | None = None) -> DeleteMetrics:
+        """Delete the rows ``predicate`` selects (all rows without one); returns
+        the metrics (``num_deleted_rows``, ``num_removed_files``...).
+
+        ``predicate``: SQL text or a pyarrow compute expression. With
+        ``delta.enableDeletionVectors`` the rows are marked in deletion
+        vectors; otherwise their files are rewritten. Files are handled by
+        Ray tasks; one commit through the TableActor."""
+        from raydelta.dml.operations import stage_delete
+
+        staged = stage_delete(self, predicate)  # type: ignore[arg-type]
+        metrics = staged.commit()
+        self.last_commit = None if staged.version is None else self._last_reply(staged)
+        return metrics  # type: ignore[return-value]
+
+    def update(
+        self,
+        updates: Mapping[str, str] | None = None,
+        *,
+        new_values: Mapping[str, Any] | None = None,
+        predicate: Filter | None = None,
+    ) -> UpdateMetrics:
+        """Set columns of the rows ``predicate`` selects: ``updates`` maps a
+        column to a SQL expression over the row (``{"x": "x + 1"}``),
+        ``new_values`` to a literal (as deltalake's). Returns the metrics
+        (``num_updated_rows``, ``num_copied_rows``...)."""
+        from raydelta.dml.operations import stage_update
+
+        staged = stage_update(self, updates, new_values=new_values, predicate=predicate)  # type: ignore[arg-type]
+        metrics = staged.commit()
+        self.last_commit = None if staged.version is None else self._last_reply(staged)
+        return metrics  # type: ignore[return-value]
+
+    def restore(self, target: int | str | datetime) -> RestoreMetrics:
+        """Bring back the table as it was at version ``target`` (or at a
+        timestamp: a datetime or ISO text) in a new commit; returns the
+        metrics (``num_restored_files``, ``num_removed_files``...)."""
+        from raydelta.dml.restore import restore
+
+        return restore(self, target)
+
+    def changes(self, starting_version: int, ending_version: int | None = None) -> pa.Table:
+        """The change data feed from ``starting_version`` to ``ending_version``
+        (the latest by default) as Arrow: the table's columns plus
+        ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
+        from raydelta.dml.changes import read_changes
+
+        return read_changes(self, starting_version, ending_version)
+
+    @staticmethod
+    def _last_reply(staged: Any) -> CommitCommitted | None:
+        return staged.committed  # type: ignore[no-any-return]
 
     # --- reading ----------------------------------------------------------------------
 

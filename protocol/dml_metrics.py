@@ -1,0 +1,127 @@
+"""The metrics of DML operations (DELETE, UPDATE, RESTORE, and later MERGE,
+OPTIMIZE) as typed reports, and as delta-spark records them in
+``commitInfo.operationMetrics``.
+
+A report's fields are snake_case (deltalake's Python names:
+``num_deleted_rows``, ``execution_time_ms``...); :meth:`DmlMetrics.operation_metrics`
+gives delta-spark's camelCase names (``numDeletedRows``, ``executionTimeMs``)
+with every value as text, which is how delta-spark writes the map.
+
+Invariants:
+- Pure and frozen: a report is built once, from counts the operation made.
+- :meth:`DmlMetrics.operation_metrics` names every field of the report and
+  nothing else; counts are never negative.
+- :class:`FileChangeCounts` adds up: per-file outcomes summed with ``+``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class DmlMetrics(BaseModel):
+    """The base of every DML report."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, alias_generator=to_camel)
+
+    def operation_metrics(self) -> dict[str, str]:
+        """delta-spark's ``operationMetrics``: camelCase names, text values."""
+        return {k: str(v) for k, v in self.model_dump(by_alias=True).items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as deltalake returns it: a dict of snake_case names."""
+        return self.model_dump()
+
+    def __getitem__(self, name: str) -> Any:
+        """``report["num_deleted_rows"]``, as deltalake's dict is read."""
+        return getattr(self, name)
+
+
+class FileChangeCounts(BaseModel):
+    """What the per-file tasks of a DML did (summed over tasks with ``+``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    num_added_files: int = Field(default=0, ge=0)
+    num_removed_files: int = Field(default=0, ge=0)
+    num_added_bytes: int = Field(default=0, ge=0)
+    num_removed_bytes: int = Field(default=0, ge=0)
+    num_deleted_rows: int = Field(default=0, ge=0)
+    num_updated_rows: int = Field(default=0, ge=0)
+    num_copied_rows: int = Field(default=0, ge=0)
+    num_added_change_files: int = Field(default=0, ge=0)
+    change_file_bytes: int = Field(default=0, ge=0)
+    num_deletion_vectors_added: int = Field(default=0, ge=0)
+    num_deletion_vectors_removed: int = Field(default=0, ge=0)
+    num_deletion_vectors_updated: int = Field(default=0, ge=0)
+
+    def __add__(self, other: FileChangeCounts) -> FileChangeCounts:
+        return FileChangeCounts(
+            **{
+                name: getattr(self, name) + getattr(other, name)
+                for name in FileChangeCounts.model_fields
+            }
+        )
+
+
+class DeleteMetrics(DmlMetrics):
+    """``Table.delete``'s report; delta-spark's DELETE metrics."""
+
+    num_deleted_rows: int = 0
+    num_added_files: int = 0
+    num_removed_files: int = 0
+    num_copied_rows: int = 0
+    num_added_change_files: int = 0
+    change_file_bytes: int = 0
+    num_added_bytes: int = 0
+    num_removed_bytes: int = 0
+    num_deletion_vectors_added: int = 0
+    num_deletion_vectors_removed: int = 0
+    num_deletion_vectors_updated: int = 0
+    num_files_before_skipping: int = 0
+    num_files_after_skipping: int = 0
+    execution_time_ms: int = 0
+    scan_time_ms: int = 0
+    rewrite_time_ms: int = 0
+
+
+class UpdateMetrics(DmlMetrics):
+    """``Table.update``'s report; delta-spark's UPDATE metrics."""
+
+    num_updated_rows: int = 0
+    num_added_files: int = 0
+    num_removed_files: int = 0
+    num_copied_rows: int = 0
+    num_added_change_files: int = 0
+    change_file_bytes: int = 0
+    num_added_bytes: int = 0
+    num_removed_bytes: int = 0
+    num_deletion_vectors_added: int = 0
+    num_deletion_vectors_removed: int = 0
+    num_deletion_vectors_updated: int = 0
+    execution_time_ms: int = 0
+    scan_time_ms: int = 0
+    rewrite_time_ms: int = 0
+
+
+class RestoreMetrics(DmlMetrics):
+    """``Table.restore``'s report; delta-spark's RESTORE metrics."""
+
+    table_size_after_restore: int = 0
+    num_of_files_after_restore: int = 0
+    num_removed_files: int = 0
+    num_restored_files: int = 0
+    removed_files_size: int = 0
+    restored_files_size: int = 0
+
+
+def from_counts(
+    kind: type[DeleteMetrics] | type[UpdateMetrics], counts: FileChangeCounts, **timings: int
+) -> Any:
+    """A report of ``kind`` holding the counts it has a field for, plus ``timings``."""
+    values = {k: v for k, v in counts.model_dump().items() if k in kind.model_fields}
+    values.update(timings)
+    return kind(**values)

@@ -1,0 +1,153 @@
+"""Running a DML's per-file work: candidate files, task groups, Ray tasks.
+
+Invariants:
+- Candidates come from the snapshot with partition pruning and statistics
+  skipping (:func:`raydelta.storage.scan.select_files`): the work is
+  proportional to the files a condition may touch. A pyarrow expression
+  prunes nothing (every file is a candidate).
+- Groups hold whole files, balanced by bytes (largest first onto the
+  lightest group), so small files share a task. One group runs in the
+  caller's process; more run as Ray tasks, in parallel on the cluster.
+- All or nothing: when any task fails, every file the other tasks wrote is
+  deleted and the first failure is raised as the original exception (not
+  Ray's wrapper), so the caller sees the typed error and nothing is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from raydelta.protocol.errors import InvalidPredicateError
+from raydelta.protocol.predicates import AlwaysTrue, Predicate, parse_predicate
+from raydelta.storage.data_files import data_file_path
+from raydelta.storage.dml_files import Condition, FileRewrite, RewriteSpec, rewrite_files
+from raydelta.storage.log_store import split_uri
+from raydelta.storage.scan import select_files
+from raydelta.storage.snapshot import Snapshot
+
+SMALL_JOB_BYTES = 64 * 1024 * 1024
+"""Candidates smaller than this (in all) are handled in the caller's process
+unless the caller asks for tasks."""
+TASKS_PER_CPU = 2
+
+T = TypeVar("T")
+
+
+def candidate_files(snapshot: Snapshot, condition: Condition) -> pa.Table:
+    """The snapshot's file rows a condition may select rows from."""
+    if condition is None or not isinstance(condition, str):
+        return snapshot.files
+    config = snapshot.table_configuration
+    return select_files(
+        snapshot.files,
+        condition,
+        snapshot.schema,
+        list(snapshot.metadata.partition_columns),
+        column_mapping_mode=config.column_mapping_mode,
+    )
+
+
+def read_predicate(condition: Condition) -> Predicate | None:
+    """What a DML records as read for conflict checks: its condition when it
+    fits the predicate subset, else the prunable ``AND`` terms of it, else
+    ``true`` (it may read any partition); None for no condition (the whole table)."""
+    if condition is None:
+        return None
+    if isinstance(condition, str):
+        try:
+            return parse_predicate(condition)
+        except InvalidPredicateError:
+            from raydelta.storage.scan import _prunable_terms
+
+            terms = _prunable_terms(condition)
+            if terms is not None:
+                return terms
+    return AlwaysTrue()
+
+
+def group_files(files: pa.Table, *, tasks: int) -> list[list[dict[str, Any]]]:
+    """Split file rows into at most ``tasks`` groups of similar total size."""
+    rows = files.to_pylist()
+    if not rows:
+        return []
+    tasks = max(1, min(tasks, len(rows)))
+    groups: list[list[dict[str, Any]]] = [[] for _ in range(tasks)]
+    weights = [0] * tasks
+    for row in sorted(rows, key=lambda r: -(r.get("size") or 0)):
+        lightest = weights.index(min(weights))
+        groups[lightest].append(row)
+        weights[lightest] += int(row.get("size") or 0)
+    return [g for g in groups if g]
+
+
+def default_tasks(files: pa.Table) -> int:
+    """1 for a small job; else ``TASKS_PER_CPU`` per CPU of the Ray cluster."""
+    total = sum(int(s or 0) for s in files.column("size").to_pylist()) if files.num_rows else 0
+    if files.num_rows <= 1 or total < SMALL_JOB_BYTES:
+        return 1
+    import ray
+
+    from raydelta.actors.cluster import ensure_ray
+
+    ensure_ray()
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    return max(1, cpus * TASKS_PER_CPU)
+
+
+def run_rewrites(
+    spec: RewriteSpec, files: pa.Table, *, tasks: int | None = None
+) -> list[FileRewrite]:
+    """Apply ``spec`` to ``files``: in process for one group, else as Ray tasks."""
+    groups = group_files(files, tasks=default_tasks(files) if tasks is None else tasks)
+    return run_groups(rewrite_files, spec, groups, cleanup=lambda r: delete_written(spec, r))
+
+
+def run_groups(
+    work: Callable[[Any, list[dict[str, Any]]], T],
+    argument: Any,
+    groups: Sequence[list[dict[str, Any]]],
+    *,
+    cleanup: Callable[[T], None],
+) -> list[T]:
+    """``work(argument, group)`` for every group; all results, or none (see module)."""
+    if len(groups) <= 1:
+        return [work(argument, g) for g in groups]
+    import ray
+
+    from raydelta.actors.cluster import ensure_ray
+
+    ensure_ray()
+    remote = ray.remote(num_cpus=1, max_retries=0)(work)
+    shared = ray.put(argument)
+    refs = [remote.remote(shared, g) for g in groups]
+    results: list[T] = []
+    failure: BaseException | None = None
+    for ref in refs:
+        try:
+            results.append(ray.get(ref))
+        except BaseException as error:
+            if failure is None:
+                failure = error
+    if failure is not None:
+        for result in results:
+            cleanup(result)
+        raise _unwrapped(failure)
+    return results
+
+
+def _unwrapped(error: BaseException) -> BaseException:
+    """The task's own exception inside Ray's ``RayTaskError``."""
+    cause = getattr(error, "cause", None)
+    return cause if isinstance(cause, BaseException) else error
+
+
+def delete_written(spec: RewriteSpec, result: FileRewrite) -> None:
+    """Remove the files one rewrite wrote (the DML is not committed)."""
+    fs, root = split_uri(spec.table_uri, spec.storage_options)
+    for path in result.written:
+        target = data_file_path(fs, root, path)
+        if fs.exists(target):
+            fs.rm(target)
