@@ -15,7 +15,9 @@ Invariants:
   publishing stops: the catalog keeps serving the ratified commit, which
   readers must prefer over the published file anyway.
 - A version is forgotten by the store (``mark_published``) only after the
-  published file was read back and found equal to the ratified content.
+  published file was read back and found equal to the ratified content; the
+  versions queued together are written one by one, in order, then marked
+  with one store write (``mark_published(v)`` covers every version <= v).
 - The backlog of one table (ratified, not yet published) is visible
   (:meth:`Publisher.backlog`) so the catalog can refuse new commits past its
   bound instead of piling up without limit.
@@ -42,6 +44,8 @@ from raydelta.storage.log_store import LogStore
 logger = logging.getLogger(__name__)
 
 LAGS_KEPT = 100_000
+MAX_BATCH = 256
+"""Versions of one table published before one ``mark_published`` covers them."""
 
 
 @dataclass
@@ -116,36 +120,44 @@ class Publisher:
             self._paused = paused
             self._wake.notify()
 
-    def _next(self) -> tuple[str, _TableQueue, int, bytes, float]:
+    def _next(self) -> tuple[str, _TableQueue, list[tuple[int, bytes, float]]]:
+        """A table with versions to publish, and those versions (in order)."""
         with self._wake:
             while True:
                 if not self._paused:
                     for table_id, queue in self._tables.items():
                         if queue.pending and queue.failed is None:
-                            version, data, ratified_at = queue.pending[0]
-                            return table_id, queue, version, data, ratified_at
+                            return table_id, queue, list(queue.pending)[:MAX_BATCH]
                 self._wake.wait()
 
     def _run(self) -> None:
         while True:
-            table_id, queue, version, data, ratified_at = self._next()
+            table_id, queue, batch = self._next()
+            done: list[tuple[int, float]] = []
             try:
-                visible_at = self._publish(queue.store, version, data)
-                self._mark_published(table_id, version)
+                for version, data, ratified_at in batch:  # in order; each verified
+                    done.append((version, self._publish(queue.store, version, data) - ratified_at))
             except _Mismatch as mismatch:
                 logger.error("publishing %s stopped: %s", table_id, mismatch)
                 with self._wake:
                     queue.failed = str(mismatch)
+            except Exception:  # storage trouble: the rest of the batch waits, in order
+                logger.warning("publishing %s failed", table_id, exc_info=True)
+                time.sleep(0.1)
+            if not done:
                 continue
-            except Exception:  # storage trouble: try again shortly, in order
-                logger.warning("publishing %s v%d failed", table_id, version, exc_info=True)
+            last = done[-1][0]
+            try:  # one store write covers the whole run: every version <= last
+                self._mark_published(table_id, last)
+            except Exception:
+                logger.warning("marking %s published failed", table_id, exc_info=True)
                 time.sleep(0.1)
                 continue
             with self._wake:
-                if queue.pending and queue.pending[0][0] == version:
+                while queue.pending and queue.pending[0][0] <= last:
                     queue.pending.popleft()
-                queue.published_through = version
-                self._lags.append((visible_at - ratified_at) * 1000)
+                queue.published_through = last
+                self._lags.extend(lag * 1000 for _, lag in done)
 
     @staticmethod
     def _publish(store: LogStore, version: int, data: bytes) -> float:

@@ -339,7 +339,12 @@ class ManagedTableCoordinator(CommitCoordinator):
             if protocol is None or metadata is None:
                 raise InvalidCommitError("a commit creating a table needs protocol and metaData")
             check_managed_requirements(protocol, metadata, info)
-        else:
+        elif (
+            any(isinstance(a, (Protocol, Metadata)) for a in actions)
+            or info is None
+            or not info.txn_id
+            or info.in_commit_timestamp is None
+        ):  # else the table's protocol and metadata stay as checked when they were set
             config = self.table_configuration
             check_commit_actions(actions, protocol=config.protocol, metadata=config.metadata)
         assert info is not None and info.txn_id  # checked above
