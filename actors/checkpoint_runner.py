@@ -259,7 +259,9 @@ class CheckpointRunner:
             previous_num_shards=None if previous is None else previous.previous_num_shards(),
         )
         aligned = AlignedSidecars({}) if previous is None else previous.aligned_sidecars(num_shards)
-        delta_parts = split_delta(delta.adds, delta.removes, num_shards)
+        # every key of this checkpoint is relative to the table root (shards, exclusion, index)
+        root = delta.head.table_root
+        delta_parts = split_delta(delta.adds, delta.removes, num_shards, table_root=root)
         args = (self.table_uri, self.storage_options)
         refs: dict[Any, int] = {}
         map_reports: list[Any] = []
@@ -300,6 +302,7 @@ class CheckpointRunner:
                     from_overflow,
                     shard_adds,
                     shard_removes,
+                    root,
                 )
                 ref = write_shard.options(scheduling_strategy="SPREAD").remote(
                     *args, job, protocol, metadata, now_ms, cutoff
@@ -314,6 +317,7 @@ class CheckpointRunner:
                     concat_rows([a for a, _ in stays], delta.adds),
                     concat_rows([r for _, r in stays], delta.removes),
                     delta.touched_key_strings(),
+                    root,
                 )
                 ref = write_overflow.remote(*args, overflow_job, protocol, metadata, now_ms, cutoff)
                 refs[ref] = OVERFLOW_SHARD
@@ -328,7 +332,7 @@ class CheckpointRunner:
             num_groups = len(bounds) - 1
             outputs: list[list[Any]] = [
                 map_piece.options(num_returns=num_groups + 1).remote(  # type: ignore[misc]
-                    *args, piece, num_shards, num_groups, exclude, cutoff
+                    *args, piece, num_shards, num_groups, exclude, cutoff, root
                 )
                 for piece in pieces
             ]
@@ -337,7 +341,7 @@ class CheckpointRunner:
                 strategy = node_strategy(nodes[group]) if num_groups > 1 else "DEFAULT"
                 for shard in range(bounds[group], bounds[group + 1]):
                     shard_adds, shard_removes = delta_parts[shard]
-                    job = ShardJob(shard, num_shards, None, None, shard_adds, shard_removes)
+                    job = ShardJob(shard, num_shards, None, None, shard_adds, shard_removes, root)
                     ref = write_shard.options(scheduling_strategy=strategy).remote(
                         *args,
                         job,

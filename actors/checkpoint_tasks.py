@@ -16,6 +16,9 @@ Invariants:
 - Map task outputs are grouped by node (one object per group of
   consecutive shards), so shard tasks on that node slice their rows out of
   objects already local to them.
+- Every task keys rows relative to the table root its job (or argument)
+  carries, the one the driver cut the committed actions with
+  (``LogDelta.head.table_root``).
 - Crash points :data:`MAP_TASK_FAULT` and :data:`SHARD_TASK_FAULT` (test
   hooks) fire after the task's reading / sidecar writing.
 """
@@ -82,6 +85,8 @@ class ShardJob:
     """Filesystem path of the previous overflow sidecar, when it holds rows of this shard."""
     delta_adds: pa.Table
     delta_removes: pa.Table
+    table_root: str | None
+    """The table root keys are relative to (``table_root_key`` spelling)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ class OverflowJob:
     delta_removes: pa.Table
     touched_keys: pa.Array
     """Key strings of every committed action (they replace the previous overflow's rows)."""
+    table_root: str | None
+    """The table root keys are relative to (``table_root_key`` spelling)."""
 
 
 @dataclass(frozen=True)
@@ -139,9 +146,11 @@ def map_piece(
     num_groups: int,
     exclude_keys: pa.Array,
     tombstone_cutoff_ms: int,
+    table_root: str | None,
 ) -> tuple[Any, ...]:
-    """Read one piece of the previous checkpoint; its rows in ``num_groups`` groups of
-    consecutive shards (one object per group), then a report."""
+    """Read one piece of the previous checkpoint; its rows (keyed relative to
+    ``table_root``) in ``num_groups`` groups of consecutive shards (one object
+    per group), then a report."""
     start = time.perf_counter()
     store = log_store_for(table_uri, storage_options)
     adds, removes = read_file_actions(store, piece)
@@ -153,6 +162,7 @@ def map_piece(
         num_groups=num_groups,
         exclude_keys=exclude_keys,
         tombstone_cutoff_ms=tombstone_cutoff_ms,
+        table_root=table_root,
     )
     del adds, removes
     crash_point(MAP_TASK_FAULT)
@@ -185,13 +195,16 @@ def write_shard(
             base.append(read_file_actions(store, piece, with_fingerprints=True))
         if job.previous_overflow is not None:
             rows = read_file_actions(store, SourcePiece(job.previous_overflow))
-            base.append(select_shard_rows(*rows, job.shard, job.num_shards))
+            base.append(
+                select_shard_rows(*rows, job.shard, job.num_shards, table_root=job.table_root)
+            )
     adds, removes = merge_shard_rows(
         base,
         job.delta_adds,
         job.delta_removes,
         tombstone_cutoff_ms=tombstone_cutoff_ms,
         base_filtered=bool(mapped),
+        table_root=job.table_root,
     )
     sidecar = None
     if adds.num_rows or removes.num_rows:
@@ -242,6 +255,7 @@ def write_overflow(
                     num_shards=job.num_shards,
                     exclude_keys=job.touched_keys,
                     tombstone_cutoff_ms=tombstone_cutoff_ms,
+                    table_root=job.table_root,
                 )
             )
             if shard not in job.rebuilt
@@ -253,12 +267,13 @@ def write_overflow(
         job.delta_removes,
         tombstone_cutoff_ms=tombstone_cutoff_ms,
         base_filtered=True,
+        table_root=job.table_root,
     )
     sidecar = None
     if adds.num_rows or removes.num_rows:
         tags = overflow_tags(
             job.num_shards,
-            shards_of_rows(adds, removes, job.num_shards),
+            shards_of_rows(adds, removes, job.num_shards, table_root=job.table_root),
             layout=layout.fingerprint,
             adds=adds,
             removes=removes,

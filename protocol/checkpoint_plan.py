@@ -7,14 +7,24 @@ and a later checkpoint can keep every shard no commit touched since.
 Invariants:
 - The shard of a file action depends on its logical-file key
   ``(path, deletionVector.uniqueId)``, ``num_shards`` and the named shard
-  hash only: :data:`SHARD_HASH` (``words64-fmix64``, :func:`words_hash64`,
-  8 bytes per step, used for new sidecars) or :data:`SHARD_HASH_FNV`
-  (``fnv1a64-fmix64``, :func:`stable_hash64`, one byte per step, written by
-  earlier versions). Both are the same in every process, Python and pyarrow
-  version. Python's ``hash()`` (salted per process) is never used.
+  hash only: :data:`SHARD_HASH` (``words64-fmix64-rooted``,
+  :func:`words_hash64` of keys relative to the table root, used for new
+  sidecars), :data:`SHARD_HASH_WORDS` (``words64-fmix64``, the same hash of
+  root-free keys) or :data:`SHARD_HASH_FNV` (``fnv1a64-fmix64``,
+  :func:`stable_hash64`, one byte per step, root-free keys), the last two
+  written by earlier versions. All are the same in every process, Python
+  and pyarrow version. Python's ``hash()`` (salted per process) is never used.
 - The key string hashed is the path when the action has no deletion vector,
   else ``path + "\\x00" + uniqueId``; :func:`key_strings` (vectorized) and
   :func:`key_string` (one key) agree with :func:`raydelta.protocol.file_actions.file_key`.
+  The path is canonical and, given the table root (``table_root``, as
+  :func:`raydelta.protocol.file_actions.table_root_key` spells it), relative
+  to it: a file referenced as ``a.parquet`` and as ``file:///root/a.parquet``
+  is one logical file, so both spellings land in one shard and have one
+  fingerprint. Every function that keys, shards or excludes rows takes the
+  same keyword-only ``table_root``; the sidecars they shape are tagged
+  ``words64-fmix64-rooted``, so sidecars keyed root-free by earlier
+  versions are never taken for aligned ones.
 - An add and a remove of the same key land in the same shard, so a shard
   holds every reference to its logical files.
 - A sidecar written for shard ``s`` of ``n`` records ``s``, ``n``, the hash
@@ -54,8 +64,11 @@ DEFAULT_TARGET_ACTIONS_PER_SIDECAR = 50_000
 SHARD_HASH_FNV = "fnv1a64-fmix64"
 """FNV-1a 64 then fmix64 (:func:`stable_hash64`)."""
 SHARD_HASH_WORDS = "words64-fmix64"
-"""Word-at-a-time multiply-xorshift then fmix64 (:func:`words_hash64`)."""
-SHARD_HASH = SHARD_HASH_WORDS
+"""Word-at-a-time multiply-xorshift then fmix64 (:func:`words_hash64`), of
+root-free keys (absolute paths under the root keyed apart from relative ones)."""
+SHARD_HASH_ROOTED = "words64-fmix64-rooted"
+""":func:`words_hash64` of keys relative to the table root (see the module docstring)."""
+SHARD_HASH = SHARD_HASH_ROOTED
 """Name of the shard function new sidecars are written with, recorded in their tags."""
 
 TAG_SHARD = "raydelta.shard"
@@ -77,9 +90,16 @@ _SHIFT_33 = pa.scalar(33, _U64)
 # --- keys and the stable hash -------------------------------------------------------
 
 
-def key_string(key: FileKey) -> str:
-    """The string hashed for one logical-file key."""
+def key_string(key: FileKey, *, table_root: str | None = None) -> str:
+    """The string hashed for one logical-file key (its path already canonical:
+    :func:`raydelta.protocol.file_actions.canonical_path`).
+
+    With ``table_root``, a path under the root is made relative to it; the
+    path is not decoded again (decoding is done once, by ``canonical_path``).
+    """
     path, dv_id = key
+    if table_root and path.startswith(table_root + "/"):
+        path = path[len(table_root) + 1 :]
     return path if dv_id is None else f"{path}{_KEY_SEPARATOR}{dv_id}"
 
 
@@ -243,7 +263,11 @@ def words_hash64(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return merged.take(pc.array_sort_indices(pa.concat_arrays(positions)))
 
 
-_SHARD_HASHES = {SHARD_HASH_FNV: stable_hash64, SHARD_HASH_WORDS: words_hash64}
+_SHARD_HASHES = {
+    SHARD_HASH_FNV: stable_hash64,
+    SHARD_HASH_WORDS: words_hash64,
+    SHARD_HASH_ROOTED: words_hash64,
+}
 
 
 def shard_hash(keys: pa.Array | pa.ChunkedArray, hash_name: str = SHARD_HASH) -> pa.Array:
@@ -266,27 +290,41 @@ def shard_of(
 
 
 def shards_of_keys(
-    keys: Iterable[FileKey], num_shards: int, *, hash_name: str = SHARD_HASH
+    keys: Iterable[FileKey],
+    num_shards: int,
+    *,
+    hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> set[int]:
-    """The shards a set of logical-file keys fall in."""
-    strings = pa.array([key_string(k) for k in keys], type=pa.string())
+    """The shards a set of logical-file keys (canonical, root-free or relative
+    to ``table_root``) fall in."""
+    strings = pa.array([key_string(k, table_root=table_root) for k in keys], type=pa.string())
     return set(shard_of(strings, num_shards, hash_name=hash_name).to_pylist())
 
 
-def shards_of_table(table: pa.Table, num_shards: int, *, hash_name: str = SHARD_HASH) -> pa.Array:
+def shards_of_table(
+    table: pa.Table,
+    num_shards: int,
+    *,
+    hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
+) -> pa.Array:
     """Shard of every row of a canonical ``add``/``remove`` table."""
-    return shard_of(key_strings(table), num_shards, hash_name=hash_name)
+    return shard_of(key_strings(table, table_root), num_shards, hash_name=hash_name)
 
 
 def split_by_shard(
-    table: pa.Table, num_shards: int, *, hash_name: str = SHARD_HASH
+    table: pa.Table,
+    num_shards: int,
+    *,
+    hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> list[pa.Table]:
     """``table`` cut into ``num_shards`` tables; rows keep their relative order."""
     if table.num_rows == 0:
         return [table.slice(0, 0) for _ in range(num_shards)]
-    return split_by_shard_ids(
-        table, shards_of_table(table, num_shards, hash_name=hash_name), num_shards
-    )
+    shards = shards_of_table(table, num_shards, hash_name=hash_name, table_root=table_root)
+    return split_by_shard_ids(table, shards, num_shards)
 
 
 def split_by_shard_ids(table: pa.Table, shards: pa.Array, num_shards: int) -> list[pa.Table]:
@@ -315,14 +353,19 @@ def split_by_shard_ids(table: pa.Table, shards: pa.Array, num_shards: int) -> li
 
 
 def select_shard(
-    table: pa.Table, shard: int, num_shards: int, *, hash_name: str = SHARD_HASH
+    table: pa.Table,
+    shard: int,
+    num_shards: int,
+    *,
+    hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> pa.Table:
     """The rows of ``table`` in ``shard`` (what one parallel task writes)."""
     if not 0 <= shard < num_shards:
         raise ValueError(f"shard must be in [0, {num_shards}), got {shard}")
     if table.num_rows == 0:
         return table
-    shards = shards_of_table(table, num_shards, hash_name=hash_name)
+    shards = shards_of_table(table, num_shards, hash_name=hash_name, table_root=table_root)
     return table.filter(pc.equal(shards, pa.scalar(shard, pa.int32())))
 
 
@@ -469,10 +512,13 @@ def sidecar_shard(sidecar: Sidecar, *, hash_name: str = SHARD_HASH) -> tuple[int
     return shard, num_shards
 
 
-def touched_keys_of(commits: Iterable[Sequence[Action]]) -> set[FileKey]:
-    """Logical-file keys of every ``add``/``remove`` in ``commits``."""
+def touched_keys_of(
+    commits: Iterable[Sequence[Action]], *, table_root: str | None = None
+) -> set[FileKey]:
+    """Logical-file keys of every ``add``/``remove`` in ``commits`` (relative
+    to ``table_root`` when given)."""
     return {
-        action_key(action)
+        action_key(action, table_root)
         for actions in commits
         for action in actions
         if isinstance(action, (AddFile, RemoveFile))
@@ -487,17 +533,19 @@ def reusable_sidecars(
     layout: str,
     tombstone_cutoff_ms: int,
     hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> dict[int, Sidecar]:
     """Shards of a previous V2 checkpoint that the next one can reference as they are.
 
     ``previous`` are the sidecar actions of the previous checkpoint,
-    ``touched_keys`` the keys of every file action committed after it. A
+    ``touched_keys`` the keys of every file action committed after it
+    (canonical; root-free ones are made relative to ``table_root``). A
     sidecar is reused when it was written by this shard function with the
     same ``num_shards`` and ``layout``, no touched key hashes to its shard,
     and none of its tombstones is older than ``tombstone_cutoff_ms`` (those
     must be dropped, so the shard is rewritten). Returns ``{shard: sidecar}``.
     """
-    touched = shards_of_keys(touched_keys, num_shards, hash_name=hash_name)
+    touched = shards_of_keys(touched_keys, num_shards, hash_name=hash_name, table_root=table_root)
     by_shard: dict[int, Sidecar] = {}
     seen: set[int] = set()
     for sidecar in previous:
@@ -567,9 +615,11 @@ def plan_v2_checkpoint(
     With ``previous_sidecars`` (the previous V2 checkpoint's) and
     ``touched_keys`` (keys of every file action committed since it), shards
     no commit touched keep their previous sidecar (:func:`reusable_sidecars`).
-    Without ``touched_keys`` nothing is reused.
+    Without ``touched_keys`` nothing is reused. Keys are relative to
+    ``state.table_root`` (when the state knows it).
     """
     config = table_configuration(state)
+    root = state.table_root
     view = checkpoint_view(state, config, now_ms=now_ms)
     layout = CheckpointLayout.for_table(config)
     previous_num_shards = None
@@ -591,9 +641,10 @@ def plan_v2_checkpoint(
             num_shards=num_shards,
             layout=layout.fingerprint,
             tombstone_cutoff_ms=now_ms - config.deleted_file_retention_ms,
+            table_root=root,
         )
-    add_shards = split_by_shard(view.adds, num_shards)
-    remove_shards = split_by_shard(view.removes, num_shards)
+    add_shards = split_by_shard(view.adds, num_shards, table_root=root)
+    remove_shards = split_by_shard(view.removes, num_shards, table_root=root)
     to_write = [
         ShardWork(shard, num_shards, add_shards[shard], remove_shards[shard])
         for shard in range(num_shards)

@@ -15,6 +15,10 @@ Invariants:
   never a missed one. A sidecar without an index (or with another hash's)
   reads as None: "may hold every key".
 - :data:`FINGERPRINT_COLUMN` is never written into a sidecar's rows.
+- A key is fingerprinted in the spelling it is sharded by: canonical and
+  relative to the table root (``table_root``), under the hash name
+  :data:`~raydelta.protocol.checkpoint_plan.SHARD_HASH`; footers written by
+  root-free keying carry another hash name and read as None.
 """
 
 from __future__ import annotations
@@ -47,18 +51,24 @@ def fingerprints_of_hashes(hashes: pa.Array) -> pa.Array:
     return pc.shift_right(hashes, _HIGH_WORD).cast(pa.uint32())
 
 
-def key_fingerprints(table: pa.Table, *, hash_name: str = SHARD_HASH) -> pa.Array:
-    """The ``uint32`` fingerprint of each row's key: the high half of its shard hash."""
+def key_fingerprints(
+    table: pa.Table, *, hash_name: str = SHARD_HASH, table_root: str | None = None
+) -> pa.Array:
+    """The ``uint32`` fingerprint of each row's key (relative to ``table_root``):
+    the high half of its shard hash."""
     if table.num_rows == 0:
         return pa.array([], type=pa.uint32())
-    return fingerprints_of_hashes(shard_hash(key_strings(table), hash_name))
+    return fingerprints_of_hashes(shard_hash(key_strings(table, table_root), hash_name))
 
 
-def with_fingerprints(table: pa.Table, *, hash_name: str = SHARD_HASH) -> pa.Table:
+def with_fingerprints(
+    table: pa.Table, *, hash_name: str = SHARD_HASH, table_root: str | None = None
+) -> pa.Table:
     """``table`` with its :data:`FINGERPRINT_COLUMN` (computed unless present)."""
     if FINGERPRINT_COLUMN in table.column_names:
         return table
-    return table.append_column(FINGERPRINT_COLUMN, key_fingerprints(table, hash_name=hash_name))
+    fingerprints = key_fingerprints(table, hash_name=hash_name, table_root=table_root)
+    return table.append_column(FINGERPRINT_COLUMN, fingerprints)
 
 
 def encode_fingerprints(fingerprints: pa.Array) -> str:

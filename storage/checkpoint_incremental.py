@@ -17,6 +17,11 @@ Invariants:
   for, and the shards it holds rows of.
 - Pure planning: :func:`plan_aligned` reads nothing; the caller gives it the
   fingerprints it read.
+- "Sharded the same way" includes the keying: the committed actions are cut
+  (:func:`raydelta.storage.checkpoint_shards.split_delta`) and fingerprinted
+  by their keys relative to the table root, as the aligned sidecars were
+  (their hash name says so), so a file committed as ``a.parquet`` meets the
+  row its sidecar holds as ``file:///root/a.parquet``.
 """
 
 from __future__ import annotations

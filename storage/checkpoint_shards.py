@@ -11,6 +11,12 @@ Invariants:
 - A shard's new rows = its previous rows minus every key the commits
   touched, plus the commits' newest actions, minus the tombstones older
   than the retention cutoff. Each key lands in exactly one shard.
+- Every key (shard, exclusion, fingerprint) is the canonical key relative
+  to the table root (``table_root``, as
+  :func:`raydelta.protocol.file_actions.table_root_key` spells it;
+  :func:`raydelta.protocol.checkpoint_plan.key_strings`), so a file named
+  relatively and by an absolute URI under the root is one key in one shard.
+  Callers pass the same ``table_root`` to every function of one checkpoint.
 - Rows stay canonical (:mod:`raydelta.protocol.file_actions`) and carry
   their :data:`~raydelta.storage.checkpoint_fingerprints.FINGERPRINT_COLUMN`;
   :func:`slim_rows` / :func:`full_rows` only drop and restore all-null
@@ -42,11 +48,12 @@ from raydelta.storage.checkpoint_fingerprints import (
 )
 
 
-def drop_keys(table: pa.Table, keys: pa.Array) -> pa.Table:
-    """Rows of a canonical table whose key string is not in ``keys``."""
+def drop_keys(table: pa.Table, keys: pa.Array, *, table_root: str | None = None) -> pa.Table:
+    """Rows of a canonical table whose key string (relative to ``table_root``)
+    is not in ``keys``."""
     if table.num_rows == 0 or len(keys) == 0:
         return table
-    hit = pc.is_in(key_strings(table), value_set=keys.cast(pa.string()))
+    hit = pc.is_in(key_strings(table, table_root), value_set=keys.cast(pa.string()))
     if not pc.any(hit).as_py():
         return table
     return table.filter(pc.invert(hit))
@@ -70,6 +77,7 @@ def _shard_ids(
     exclude_keys: pa.Array,
     hash_name: str,
     cutoff_ms: int | None,
+    table_root: str | None,
 ) -> tuple[pa.Table, pa.Array]:
     """The surviving rows (with fingerprints) and the shard of each."""
     if table.num_rows and cutoff_ms is not None:
@@ -77,7 +85,7 @@ def _shard_ids(
     if table.num_rows == 0:
         empty = table.append_column(FINGERPRINT_COLUMN, pa.array([], type=pa.uint32()))
         return empty, pa.array([], type=pa.int32())
-    keys = key_strings(table)
+    keys = key_strings(table, table_root)
     if len(exclude_keys):
         keep = pc.invert(pc.is_in(keys, value_set=exclude_keys.cast(pa.string())))
         if not pc.all(keep).as_py():
@@ -93,10 +101,16 @@ def _split(
     *,
     exclude_keys: pa.Array,
     hash_name: str,
+    table_root: str | None,
     cutoff_ms: int | None = None,
 ) -> list[pa.Table]:
     rows, shards = _shard_ids(
-        table, num_shards, exclude_keys=exclude_keys, hash_name=hash_name, cutoff_ms=cutoff_ms
+        table,
+        num_shards,
+        exclude_keys=exclude_keys,
+        hash_name=hash_name,
+        cutoff_ms=cutoff_ms,
+        table_root=table_root,
     )
     if rows.num_rows == 0:
         return [rows] * num_shards
@@ -162,6 +176,7 @@ def partition_rows_grouped(
     exclude_keys: pa.Array,
     tombstone_cutoff_ms: int,
     hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> list[tuple[pa.Table, pa.Table]]:
     """Like :func:`partition_rows`, in ``num_groups`` groups of consecutive shards.
 
@@ -172,7 +187,12 @@ def partition_rows_grouped(
     """
     bounds = group_bounds(num_shards, num_groups)
     add_rows, add_shards = _shard_ids(
-        adds, num_shards, exclude_keys=exclude_keys, hash_name=hash_name, cutoff_ms=None
+        adds,
+        num_shards,
+        exclude_keys=exclude_keys,
+        hash_name=hash_name,
+        cutoff_ms=None,
+        table_root=table_root,
     )
     remove_rows, remove_shards = _shard_ids(
         removes,
@@ -180,6 +200,7 @@ def partition_rows_grouped(
         exclude_keys=exclude_keys,
         hash_name=hash_name,
         cutoff_ms=tombstone_cutoff_ms,
+        table_root=table_root,
     )
     add_groups = _group_split(add_rows, add_shards, bounds)
     remove_groups = _group_split(remove_rows, remove_shards, bounds)
@@ -194,26 +215,35 @@ def partition_rows(
     exclude_keys: pa.Array,
     tombstone_cutoff_ms: int,
     hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> list[tuple[pa.Table, pa.Table]]:
     """A piece's surviving rows, cut by shard: ``[(adds, removes)]`` per shard.
 
-    Rows whose key is in ``exclude_keys`` (touched by a later commit) and
-    expired tombstones are dropped first. Every part carries the rows'
-    :data:`FINGERPRINT_COLUMN`.
+    Rows whose key (relative to ``table_root``) is in ``exclude_keys``
+    (touched by a later commit) and expired tombstones are dropped first.
+    Every part carries the rows' :data:`FINGERPRINT_COLUMN`.
     """
-    add_parts = _split(adds, num_shards, exclude_keys=exclude_keys, hash_name=hash_name)
+    add_parts = _split(
+        adds, num_shards, exclude_keys=exclude_keys, hash_name=hash_name, table_root=table_root
+    )
     remove_parts = _split(
         removes,
         num_shards,
         exclude_keys=exclude_keys,
         hash_name=hash_name,
+        table_root=table_root,
         cutoff_ms=tombstone_cutoff_ms,
     )
     return list(zip(add_parts, remove_parts, strict=True))
 
 
 def split_delta(
-    delta_adds: pa.Table, delta_removes: pa.Table, num_shards: int, *, hash_name: str = SHARD_HASH
+    delta_adds: pa.Table,
+    delta_removes: pa.Table,
+    num_shards: int,
+    *,
+    hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> list[tuple[pa.Table, pa.Table]]:
     """The committed file actions cut by shard (unfiltered, with fingerprints)."""
     return partition_rows(
@@ -223,6 +253,7 @@ def split_delta(
         exclude_keys=pa.array([], type=pa.string()),
         tombstone_cutoff_ms=-(2**62),
         hash_name=hash_name,
+        table_root=table_root,
     )
 
 
@@ -257,10 +288,16 @@ def full_rows(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 
 def select_shard_rows(
-    adds: pa.Table, removes: pa.Table, shard: int, num_shards: int, *, hash_name: str = SHARD_HASH
+    adds: pa.Table,
+    removes: pa.Table,
+    shard: int,
+    num_shards: int,
+    *,
+    hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The rows of ``shard`` (for reading an overflow sidecar's rows of one shard)."""
-    parts = split_delta(adds, removes, num_shards, hash_name=hash_name)
+    parts = split_delta(adds, removes, num_shards, hash_name=hash_name, table_root=table_root)
     return parts[shard]
 
 
@@ -271,26 +308,31 @@ def merge_shard_rows(
     *,
     tombstone_cutoff_ms: int,
     base_filtered: bool,
+    table_root: str | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """One shard's rows for the new checkpoint (with :data:`FINGERPRINT_COLUMN`).
 
     ``base`` are the shard's rows from the previous checkpoint; unless
     ``base_filtered`` (a map task already did it) the keys of the delta and
-    expired tombstones are dropped from them here.
+    expired tombstones are dropped from them here. Keys are relative to
+    ``table_root``.
     """
+    root = table_root
     if not base_filtered:
-        exclude = _touched(delta_adds, delta_removes)
+        exclude = _touched(delta_adds, delta_removes, table_root=root)
+        cutoff = tombstone_cutoff_ms
         base = [
             (
-                drop_keys(a, exclude),
-                drop_expired_tombstones(drop_keys(r, exclude), tombstone_cutoff_ms),
+                drop_keys(a, exclude, table_root=root),
+                drop_expired_tombstones(drop_keys(r, exclude, table_root=root), cutoff),
             )
             for a, r in base
         ]
-    adds = [with_fingerprints(a) for a, _ in base if a.num_rows]
-    adds.append(with_fingerprints(delta_adds))
-    removes = [with_fingerprints(r) for _, r in base if r.num_rows]
-    removes.append(with_fingerprints(drop_expired_tombstones(delta_removes, tombstone_cutoff_ms)))
+    adds = [with_fingerprints(a, table_root=root) for a, _ in base if a.num_rows]
+    adds.append(with_fingerprints(delta_adds, table_root=root))
+    removes = [with_fingerprints(r, table_root=root) for _, r in base if r.num_rows]
+    delta_removes = drop_expired_tombstones(delta_removes, tombstone_cutoff_ms)
+    removes.append(with_fingerprints(delta_removes, table_root=root))
     return _concat(adds), _concat(removes)
 
 
@@ -301,15 +343,23 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables([t.select(schema.names) for t in tables])
 
 
-def _touched(adds: pa.Table, removes: pa.Table) -> pa.Array:
-    parts = [key_strings(t).cast(pa.string()) for t in (adds, removes) if t.num_rows]
+def _touched(adds: pa.Table, removes: pa.Table, *, table_root: str | None) -> pa.Array:
+    parts = [key_strings(t, table_root).cast(pa.string()) for t in (adds, removes) if t.num_rows]
     return pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
 
 
-def shards_of_rows(adds: pa.Table, removes: pa.Table, num_shards: int) -> list[int]:
+def shards_of_rows(
+    adds: pa.Table,
+    removes: pa.Table,
+    num_shards: int,
+    *,
+    hash_name: str = SHARD_HASH,
+    table_root: str | None = None,
+) -> list[int]:
     """The shards some row of ``adds`` / ``removes`` falls in."""
     found: set[int] = set()
     for table in (adds, removes):
         if table.num_rows:
-            found.update(shard_of(key_strings(table), num_shards).to_pylist())
+            keys = key_strings(table, table_root)
+            found.update(shard_of(keys, num_shards, hash_name=hash_name).to_pylist())
     return sorted(found)
