@@ -99,9 +99,15 @@ class _SerializedWrites:
             return list(self.app(environ, start_response))
 
 
-def serve(host: str = "127.0.0.1", port: int = 0) -> None:
+def _exit_at_eof() -> None:
+    sys.stdin.read()
+    os._exit(0)
+
+
+def serve(host: str = "127.0.0.1", port: int = 0, *, watch_stdin: bool = False) -> None:
     """Run moto's S3 server (writes serialised) in this process until killed;
-    print the endpoint on the first line of stdout."""
+    print the endpoint on the first line of stdout. With ``watch_stdin``, exit
+    when stdin closes (the parent that started it is gone)."""
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -116,6 +122,8 @@ def serve(host: str = "127.0.0.1", port: int = 0) -> None:
     # Nothing else goes to the parent's pipe (a full pipe would block the server).
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+    if watch_stdin:  # the parent holds our stdin open: when it dies, we stop
+        threading.Thread(target=_exit_at_eof, daemon=True).start()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server.serve_forever()
 
@@ -194,9 +202,10 @@ def start_s3_server() -> S3Server:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.s3_server"],
+        [sys.executable, "-m", "tests.s3_server", "--watch-stdin"],
         cwd=REPO_ROOT,
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -213,8 +222,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
     args = parser.parse_args(argv)
-    serve(args.host, args.port)
+    serve(args.host, args.port, watch_stdin=args.watch_stdin)
 
 
 if __name__ == "__main__":

@@ -133,7 +133,7 @@ def _race_process(
             store.put_if_absent(commit_name(version), f"{i}\n".encode())
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
+@pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.slow)])
 def test_racing_processes_never_overwrite(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
