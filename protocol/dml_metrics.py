@@ -125,3 +125,64 @@ def from_counts(
     values = {k: v for k, v in counts.model_dump().items() if k in kind.model_fields}
     values.update(timings)
     return kind(**values)
+
+
+class MergeMetrics(DmlMetrics):
+    """``Table.merge(...).execute()``'s report; delta-spark's MERGE metrics."""
+
+    num_source_rows: int = 0
+    num_target_rows_inserted: int = 0
+    num_target_rows_updated: int = 0
+    num_target_rows_matched_updated: int = 0
+    num_target_rows_not_matched_by_source_updated: int = 0
+    num_target_rows_deleted: int = 0
+    num_target_rows_matched_deleted: int = 0
+    num_target_rows_not_matched_by_source_deleted: int = 0
+    num_target_rows_copied: int = 0
+    num_output_rows: int = 0
+    num_target_files_added: int = 0
+    num_target_files_removed: int = 0
+    num_target_bytes_added: int = 0
+    num_target_bytes_removed: int = 0
+    num_target_change_files_added: int = 0
+    num_target_change_file_bytes: int = 0
+    num_target_deletion_vectors_added: int = 0
+    num_target_deletion_vectors_removed: int = 0
+    num_target_deletion_vectors_updated: int = 0
+    execution_time_ms: int = 0
+    scan_time_ms: int = 0
+    rewrite_time_ms: int = 0
+
+
+class OptimizeMetrics(DmlMetrics):
+    """``Table.optimize.compact/z_order``'s report; delta-spark's OPTIMIZE
+    metrics (file sizes in bytes, over the files added)."""
+
+    num_added_files: int = 0
+    num_removed_files: int = 0
+    num_added_bytes: int = 0
+    num_removed_bytes: int = 0
+    min_file_size: int = 0
+    p25_file_size: int = 0
+    p50_file_size: int = 0
+    p75_file_size: int = 0
+    max_file_size: int = 0
+    num_deletion_vectors_removed: int = 0
+    partitions_optimized: int = 0
+    num_batches: int = 0
+    total_considered_files: int = 0
+    total_files_skipped: int = 0
+
+    def operation_metrics(self) -> dict[str, str]:
+        """delta-spark's names only (``partitionsOptimized``... are deltalake's)."""
+        own = (
+            "partitions_optimized",
+            "num_batches",
+            "total_considered_files",
+            "total_files_skipped",
+        )
+        return {
+            k: v
+            for k, v in super().operation_metrics().items()
+            if k not in {OptimizeMetrics.model_fields[n].alias for n in own}
+        }

@@ -424,3 +424,17 @@ class IdentityColumnError(RaydeltaError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class DeltaUnsupportedOperationException(RaydeltaError):
+    """An operation delta-spark refuses for what the data is, not for how it
+    was asked: a MERGE whose source has several rows matching one target row
+    (``error_class`` ``DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE``,
+    in the message too, as delta-spark writes it)."""
+
+    def __init__(self, message: str, error_class: str) -> None:
+        super().__init__(f"[{error_class}] {message}", error_class)
+        self.error_class = error_class
+
+    def __str__(self) -> str:
+        return str(self.args[0])
