@@ -103,7 +103,13 @@ def run_mode(root: str, mode: str, writers: list[int], commits: int) -> dict[str
             lock = threading.Lock()
             barrier = threading.Barrier(count + 1)
 
-            def writer(handle: Any, index: int) -> None:
+            def writer(
+                handle: Any,
+                index: int,
+                barrier: threading.Barrier = barrier,
+                lock: threading.Lock = lock,
+                latencies: list[float] = latencies,
+            ) -> None:
                 own: list[float] = []
                 barrier.wait()
                 for j in range(commits):
@@ -113,9 +119,7 @@ def run_mode(root: str, mode: str, writers: list[int], commits: int) -> dict[str
                 with lock:
                     latencies.extend(own)
 
-            threads = [
-                threading.Thread(target=writer, args=(h, i)) for i, h in enumerate(handles)
-            ]
+            threads = [threading.Thread(target=writer, args=(h, i)) for i, h in enumerate(handles)]
             for thread in threads:
                 thread.start()
             barrier.wait()
