@@ -45,6 +45,7 @@ from raydelta.protocol.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
     UnauthenticatedError,
+    UnsupportedStorageError,
     UnsupportedTableFeatureException,
     VersionNotFoundError,
 )
@@ -136,6 +137,7 @@ __all__ = [
     "TableNotFoundError",
     "Transaction",
     "UnauthenticatedError",
+    "UnsupportedStorageError",
     "UnsupportedTableFeatureException",
     "VacuumReport",
     "VersionNotFoundError",
