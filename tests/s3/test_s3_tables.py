@@ -60,6 +60,9 @@ def test_a_table_lives_on_s3_with_deltalake_style_options(
     assert _ids(table) == [3, 4]
     assert _ids(table, version=1) == [1, 2]  # time travel
     assert _ids(table, filter="part = 'b'") == [3]
+    stamps = {entry.version: entry.timestamp for entry in table.history()}
+    at_one = raydelta.load_snapshot(uri, timestamp=stamps[1], storage_options=options)
+    assert at_one.version == 1  # time travel by timestamp, on S3's clock or the commit's
 
     summary = table.checkpoint(kind="v2")
     assert summary.version == 3
