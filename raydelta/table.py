@@ -270,7 +270,7 @@ class Table(TableClient):
         Ray tasks; one commit through the TableActor."""
         from raydelta.dml.operations import stage_delete
 
-        staged = stage_delete(self, predicate)  # type: ignore[arg-type]
+        staged = stage_delete(self, predicate)
         metrics = staged.commit()
         self.last_commit = None if staged.version is None else self._last_reply(staged)
         return metrics  # type: ignore[return-value]
@@ -288,7 +288,7 @@ class Table(TableClient):
         (``num_updated_rows``, ``num_copied_rows``...)."""
         from raydelta.dml.operations import stage_update
 
-        staged = stage_update(self, updates, new_values=new_values, predicate=predicate)  # type: ignore[arg-type]
+        staged = stage_update(self, updates, new_values=new_values, predicate=predicate)
         metrics = staged.commit()
         self.last_commit = None if staged.version is None else self._last_reply(staged)
         return metrics  # type: ignore[return-value]

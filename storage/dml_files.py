@@ -41,7 +41,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,7 +72,7 @@ from raydelta.storage.log_store import split_uri
 
 CHANGE_TYPE_COLUMN = "_change_type"
 CHANGE_DATA_DIRECTORY = "_change_data"
-Condition = str | pc.Expression | None
+Condition: TypeAlias = "str | pc.Expression | None"
 """SQL text, a pyarrow compute expression, or None (every row)."""
 
 
@@ -83,7 +83,7 @@ class Literal_:
     value: Any
 
 
-Assignment = str | Literal_
+Assignment: TypeAlias = "str | Literal_"
 """A new value: a SQL expression over the row's old values, or a literal."""
 
 
@@ -467,7 +467,7 @@ def _with_dv(add: AddFile, descriptor: DeletionVectorDescriptor, now_ms: int) ->
 
 
 def _dv_relative_path(descriptor: DeletionVectorDescriptor) -> str:
-    return descriptor.relative_path
+    return descriptor.relative_path()
 
 
 __all__ = [

@@ -93,7 +93,7 @@ def default_tasks(files: pa.Table) -> int:
     from raydelta.actors.cluster import ensure_ray
 
     ensure_ray()
-    cpus = int(ray.cluster_resources().get("CPU", 1))
+    cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
     return max(1, cpus * TASKS_PER_CPU)
 
 

@@ -120,7 +120,7 @@ def check_condition(condition: Any, schema: StructType) -> Condition:
     """The condition, checked: SQL text (deterministic, known columns, boolean),
     a pyarrow compute expression, or None."""
     if condition is None or isinstance(condition, pc.Expression):
-        return condition  # type: ignore[no-any-return]
+        return condition
     if not isinstance(condition, str):
         raise InvalidArgumentError(
             f"predicate must be SQL text or a pyarrow expression, got {type(condition).__name__}"
@@ -191,7 +191,7 @@ def _castable(source: pa.DataType, target: pa.DataType) -> bool:
     if any(f(source) for f in numeric) and any(f(target) for f in numeric):
         return True
     if pa.types.is_string(source) or pa.types.is_large_string(source):
-        return pa.types.is_string(target) or pa.types.is_large_string(target)
+        return bool(pa.types.is_string(target) or pa.types.is_large_string(target))
     try:
         pa.array([], source).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
