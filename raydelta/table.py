@@ -50,6 +50,8 @@ from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
 
 if TYPE_CHECKING:
     from raydelta.actors.checkpoint_results import CheckpointSummary
+    from raydelta.dml.merge import TableMerger
+    from raydelta.dml.optimize import TableOptimizer
     from raydelta.protocol.dml_metrics import DeleteMetrics, RestoreMetrics, UpdateMetrics
     from raydelta.storage.data_writer import WriteResult
     from raydelta.storage.metadata_cleanup import MetadataCleanupReport
@@ -292,6 +294,42 @@ class Table(TableClient):
         metrics = staged.commit()
         self.last_commit = None if staged.version is None else self._last_reply(staged)
         return metrics  # type: ignore[return-value]
+
+    def merge(
+        self,
+        source: Any,
+        predicate: str,
+        *,
+        source_alias: str = "source",
+        target_alias: str = "target",
+        merge_schema: bool = False,
+    ) -> TableMerger:
+        """Start a MERGE of ``source`` (Arrow, pandas or a Ray Dataset) into
+        this table on ``predicate`` (SQL over ``source_alias``/``target_alias``);
+        add clauses (``when_matched_update_all()``...) and ``execute()`` it.
+
+        >>> table.merge(new_rows, "target.id = source.id") \\
+        ...     .when_matched_update_all().when_not_matched_insert_all().execute()
+        ...                                                  # doctest: +SKIP
+        """
+        from raydelta.dml.merge import TableMerger
+
+        return TableMerger(
+            self,
+            source,
+            predicate,
+            source_alias=source_alias,
+            target_alias=target_alias,
+            merge_schema=merge_schema,
+        )
+
+    @property
+    def optimize(self) -> TableOptimizer:
+        """Compaction (``optimize.compact()``) and z-ordering
+        (``optimize.z_order(columns)``), as deltalake's ``TableOptimizer``."""
+        from raydelta.dml.optimize import TableOptimizer
+
+        return TableOptimizer(self)
 
     def restore(self, target: int | str | datetime) -> RestoreMetrics:
         """Bring back the table as it was at version ``target`` (or at a
