@@ -358,6 +358,13 @@ def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
     new_node = ray.get(
         handle.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
     )
+    # the restarted actor's checkpoint metrics, from its node's metrics agent
+    url = f"http://127.0.0.1:{node_of(cluster, new_node).metrics_export_port}/metrics"
+    series: dict[str, float] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("shards_done" in k for k in series):
+        series = scrape(url, uri)
+        time.sleep(1.0)
     return {
         "uri": uri,
         "path": str(path),
@@ -367,6 +374,7 @@ def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
         "shards_done_at_removal": shards_done_at_removal,
         "first": first,
         "second": second.to_json_dict(),
+        "metrics": series,
     }
 
 

@@ -180,6 +180,12 @@ def test_checkpoint_actor_lost_mid_build_leaves_no_partial_checkpoint(
     named = last["v2Checkpoint"]["path"]
     assert (log / named).is_file()
 
+    # the restarted CheckpointActor's shards, counted by Ray metrics on its node
+    second = result["second"]
+    shards = [k for k in result["metrics"] if k.startswith("ray_raydelta_checkpoint_shards_done")]
+    assert shards, result["metrics"]
+    assert result["metrics"][shards[0]] >= second["sidecarsWritten"] + second["sidecarsReused"]
+
     expected = result["built"]["num_live_files"]
     assert load_snapshot(str(root)).num_files == expected
     assert len(deltalake.DeltaTable(str(root)).file_uris()) == expected
