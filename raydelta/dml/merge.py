@@ -41,7 +41,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raydelta.dml.execution import candidate_files, group_files, read_predicate, run_groups
-from raydelta.dml.merge_checks import check_plan, evolved_metadata, to_source_table
+from raydelta.dml.merge_checks import (
+    check_deterministic,
+    check_plan,
+    evolved_metadata,
+    to_source_table,
+)
 from raydelta.dml.operations import isolation_level_of
 from raydelta.protocol.dml_metrics import MergeMetrics
 from raydelta.protocol.errors import InvalidArgumentError
@@ -157,6 +162,7 @@ class TableMerger:
         started = time.perf_counter_ns()
         if not self._clauses:
             raise InvalidArgumentError("a MERGE needs at least one when_... clause")
+        check_deterministic(self._predicate, "merge condition")
         snapshot = snapshot or self._table.snapshot()
         check_writable(snapshot.protocol, snapshot.metadata)
         metadata, protocol = evolved_metadata(

@@ -186,4 +186,6 @@ def check_plan(
     return replace(plan, clauses=tuple(resolved))
 
 
-__all__ = ["check_plan", "evolved_metadata", "to_source_table"]
+check_deterministic = _check_deterministic
+
+__all__ = ["check_deterministic", "check_plan", "evolved_metadata", "to_source_table"]
