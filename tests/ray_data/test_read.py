@@ -90,7 +90,9 @@ def test_partition_filter_reads_only_that_partition(workdir: Path) -> None:
     assert {unquote(p) for p in ds.input_files()} == wanted
     expected = source.filter(pc.equal(source.column("day"), dt.date(2026, 1, 2)))
     got = _sorted(_arrow(ds))
-    assert got.select(source.schema.names).equals(_sorted(expected).cast(got.select(source.schema.names).schema))
+    assert got.select(source.schema.names).equals(
+        _sorted(expected).cast(got.select(source.schema.names).schema)
+    )
 
 
 def test_statistics_skip_files_and_filter_removes_rows(workdir: Path) -> None:
@@ -103,7 +105,9 @@ def test_statistics_skip_files_and_filter_removes_rows(workdir: Path) -> None:
     threshold = 250
     wanted = {
         unquote(p)
-        for p, high in zip(files.column("path").to_pylist(), files.column("max.id").to_pylist(), strict=True)
+        for p, high in zip(
+            files.column("path").to_pylist(), files.column("max.id").to_pylist(), strict=True
+        )
         if high >= threshold
     }
     assert 0 < len(wanted) < files.num_rows
@@ -112,7 +116,10 @@ def test_statistics_skip_files_and_filter_removes_rows(workdir: Path) -> None:
     ids = sorted(_arrow(ds).column("id").to_pylist())
     every = pa.concat_tables([_source(100, s) for s in (0, 100, 200, 300)])
     assert ids == sorted(
-        i for i, small in zip(every.column("id").to_pylist(), every.column("small").to_pylist(), strict=True)
+        i
+        for i, small in zip(
+            every.column("id").to_pylist(), every.column("small").to_pylist(), strict=True
+        )
         if i >= threshold and small % 2 == 0
     )
     assert ds.count() == len(ids)
@@ -124,7 +131,9 @@ def test_pyarrow_expression_filter_and_columns(workdir: Path) -> None:
     source = _source(120)
     uri = str(workdir / "e")
     write_delta(ray.data.from_arrow(source), uri)
-    ds = read_delta(uri, columns=["name", "id"], filter=(pc.field("value") > 20.0) & pc.field("flag"))
+    ds = read_delta(
+        uri, columns=["name", "id"], filter=(pc.field("value") > 20.0) & pc.field("flag")
+    )
     got = _sorted(_arrow(ds))
     assert got.schema.names == ["name", "id"]
     mask = pc.and_(pc.greater(source.column("value"), 20.0), source.column("flag"))
@@ -148,7 +157,9 @@ def _deltalake_live_rows(path: Path) -> pa.Table:
     deleted = {
         unquote(loc)[len(root) :]: {i for i, keep in enumerate(sel) if not keep}
         for loc, sel in zip(
-            vectors.column("filepath").to_pylist(), vectors.column("selection_vector").to_pylist(), strict=True
+            vectors.column("filepath").to_pylist(),
+            vectors.column("selection_vector").to_pylist(),
+            strict=True,
         )
     }
     adds = pa.table(table.get_add_actions(flatten=True))
@@ -162,7 +173,9 @@ def _deltalake_live_rows(path: Path) -> pa.Table:
         data = data.filter(pa.array([i not in drop for i in range(data.num_rows)]))
         for name in partition_names:
             column = logical.get(name.removeprefix("partition."), name.removeprefix("partition."))
-            data = data.append_column(column, pa.array([row[name]] * data.num_rows, adds.schema.field(name).type))
+            data = data.append_column(
+                column, pa.array([row[name]] * data.num_rows, adds.schema.field(name).type)
+            )
         parts.append(data.select([f["name"] for f in fields]))
     return pa.concat_tables(parts)
 
@@ -177,14 +190,18 @@ def test_deletion_vectors_applied(workdir: Path, golden_copy: Any, name: str) ->
     got = _arrow(ds)
     names = expected.schema.names
     key = [(n, "ascending") for n in names]
-    assert got.num_rows == expected.num_rows < sum(
-        json.loads(s)["numRecords"] for s in snapshot.files.column("stats").to_pylist()
+    assert (
+        got.num_rows
+        == expected.num_rows
+        < sum(json.loads(s)["numRecords"] for s in snapshot.files.column("stats").to_pylist())
     )
     assert got.select(names).sort_by(key).to_pylist() == expected.sort_by(key).to_pylist()
     assert ds.count() == expected.num_rows  # the tasks' row counts subtract DV cardinalities
 
 
-@pytest.mark.parametrize("name", ["table-with-columnmapping-mode-name", "table-with-columnmapping-mode-id"])
+@pytest.mark.parametrize(
+    "name", ["table-with-columnmapping-mode-name", "table-with-columnmapping-mode-id"]
+)
 def test_column_mapping_logical_names(workdir: Path, golden_copy: Any, name: str) -> None:
     path = golden_copy(name)
     # deltalake 1.6.6 reads these tables' values as nulls: the oracle reads the
@@ -193,9 +210,14 @@ def test_column_mapping_logical_names(workdir: Path, golden_copy: Any, name: str
     got = _arrow(read_delta(str(path)))
     assert got.schema.names == expected.schema.names
     assert got.num_rows == expected.num_rows > 0
-    names = [n for n in expected.schema.names if not pa.types.is_nested(expected.schema.field(n).type)]
+    names = [
+        n for n in expected.schema.names if not pa.types.is_nested(expected.schema.field(n).type)
+    ]
     key = [(n, "ascending") for n in names]
-    assert got.select(names).sort_by(key).to_pylist() == expected.select(names).sort_by(key).to_pylist()
+    assert (
+        got.select(names).sort_by(key).to_pylist()
+        == expected.select(names).sort_by(key).to_pylist()
+    )
     assert any(v is not None for v in got.column(names[0]).to_pylist())
 
 
@@ -208,7 +230,10 @@ def test_time_travel(workdir: Path) -> None:
     v2 = write_delta(ray.data.from_arrow(second), uri)
     v3 = write_delta(ray.data.from_arrow(_source(5, 1000)), uri, mode="overwrite")
     assert v1 == 0 and v1 < v2 < v3  # version 0 holds the table and its first rows
-    assert sorted(_arrow(read_delta(uri, version=v1)).column("id").to_pylist()) == first.column("id").to_pylist()
+    assert (
+        sorted(_arrow(read_delta(uri, version=v1)).column("id").to_pylist())
+        == first.column("id").to_pylist()
+    )
     assert sorted(_arrow(read_delta(uri, version=v2)).column("id").to_pylist()) == (
         first.column("id").to_pylist() + second.column("id").to_pylist()
     )

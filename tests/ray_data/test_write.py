@@ -82,7 +82,9 @@ def test_partitioned_write(workdir: Path, duck: Any) -> None:
         assert add["path"].startswith(f"region={region}/")
         assert "region" not in pq.read_schema(Path(uri) / add["path"]).names
     theirs = pa.table(deltalake.DeltaTable(uri).to_pyarrow_table()).sort_by("id")
-    assert theirs.select(["id", "region"]).to_pylist() == source.select(["id", "region"]).to_pylist()
+    assert (
+        theirs.select(["id", "region"]).to_pylist() == source.select(["id", "region"]).to_pylist()
+    )
     count = duck.execute(f"SELECT count(*) FROM delta_scan('{uri}') WHERE region = 'us'").fetchone()
     assert count == (pc.sum(pc.equal(source.column("region"), "us")).as_py(),)
     with pytest.raises(raydelta.InvalidArgumentError, match="partition"):
@@ -163,7 +165,9 @@ def test_failed_task_commits_nothing(workdir: Path) -> None:
     uri = str(workdir / "f")
     before = write_delta(ray.data.from_arrow(_source(20)), uri)
     poisoned = _source(60, 100)
-    poisoned = pa.concat_tables([poisoned, pa.table({"id": [-1], "region": ["eu"], "value": [0.0]})])
+    poisoned = pa.concat_tables(
+        [poisoned, pa.table({"id": [-1], "region": ["eu"], "value": [0.0]})]
+    )
     ds = ray.data.from_arrow(_blocks(poisoned, 4)).map_batches(
         _fail_on_marked_rows, batch_format="pyarrow", batch_size=None
     )
