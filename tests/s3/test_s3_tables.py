@@ -101,13 +101,17 @@ def test_a_table_lives_on_s3_with_deltalake_style_options(
 
 
 _DELTALAKE_WRITER = """
-import json, sys, pyarrow as pa
-from deltalake import write_deltalake
+import json, sys, time, pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
 uri, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 options = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
+wait = len(sys.argv) > 5  # then: say ready, read a start time (wall clock) from stdin
 acknowledged, failed = [], []
-print("ready", flush=True)
+if wait:
+    DeltaTable(uri, storage_options=options)  # warm: connections, the log read once
+    print("ready", flush=True)
+    time.sleep(max(0.0, float(sys.stdin.readline()) - time.time()))
 for i in range(first, first + count):
     try:
         write_deltalake(
@@ -119,55 +123,84 @@ for i in range(first, first + count):
         failed.append([i, f"{type(error).__name__}: {error}"])
     else:
         acknowledged.append(i)
+    if wait:
+        time.sleep(0.05)  # paced: a race of both sides, not one burst after the other
 print(json.dumps({"acknowledged": acknowledged, "failed": failed}))
 """
 
 
-def _ray_writer(uri: str, options: dict[str, str], first: int, count: int) -> list[list[int]]:
-    table = raydelta.open_table(uri, storage_options=options)
-    return [[table.append(_rows(i, part="ours")), i] for i in range(first, first + count)]
+class _Writer:
+    """One of our writers (a Ray actor): open the table, then append from a start time."""
+
+    def __init__(self, uri: str, options: dict[str, str]) -> None:
+        self.table = raydelta.open_table(uri, storage_options=options)
+
+    def warm_up(self, row_id: int) -> list[int]:
+        """One acknowledged commit before the race (imports, connections)."""
+        return [self.table.append(_rows(row_id, part="ours")), row_id]
+
+    def run(self, start_at: float, first: int, count: int) -> list[list[int]]:
+        time.sleep(max(0.0, start_at - time.time()))
+        acknowledged = []
+        for i in range(first, first + count):
+            acknowledged.append([self.table.append(_rows(i, part="ours")), i])
+            time.sleep(0.03)  # paced, so the foreign writer's commits land in between
+        return acknowledged
 
 
 @pytest.mark.slow
-def test_ray_tasks_and_a_deltalake_writer_commit_at_once_none_lost_none_twice(
+def test_ray_actors_and_a_deltalake_writer_commit_at_once_none_lost_none_twice(
     ray_cluster: Any, s3_server: Any, s3_table_uri: Callable[[], str]
 ) -> None:
     uri = s3_table_uri()
     options = s3_server.aws_options
     raydelta.create_table(uri, SCHEMA, partition_by=["part"], storage_options=options)
     foreign = subprocess.Popen(
-        [sys.executable, "-c", _DELTALAKE_WRITER, uri, "1000", "8", json.dumps(options)],
+        [sys.executable, "-c", _DELTALAKE_WRITER, uri, "1000", "8", json.dumps(options), "wait"],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert foreign.stdout is not None
-    assert foreign.stdout.readline().strip() == "ready"  # imported: it commits from now on
-    writer = ray_cluster.remote(num_cpus=0.5)(_ray_writer)
-    ours = [writer.remote(uri, options, first, 8) for first in (0, 100)]
-    acknowledged_ours = [pair for result in ray_cluster.get(ours) for pair in result]
+    writer_class = ray_cluster.remote(num_cpus=0, max_restarts=0)(_Writer)
+    writers = [writer_class.remote(uri, options) for _ in range(2)]
+    warm = ray_cluster.get([w.warm_up.remote(100 * i + 99) for i, w in enumerate(writers)])
+    assert foreign.stdin is not None and foreign.stdout is not None
+    assert foreign.stdout.readline().strip() == "ready"
+    start_at = time.time() + 0.5  # every writer starts committing at once
+    ours = [w.run.remote(start_at, first, 10) for w, first in zip(writers, (0, 100), strict=True)]
+    foreign.stdin.write(f"{start_at}\n")
+    foreign.stdin.flush()
+    raced = [pair for result in ray_cluster.get(ours) for pair in result]
+    acknowledged_ours = warm + raced
     out, _ = foreign.communicate(timeout=300)
     assert foreign.returncode == 0
     reported = json.loads(out.strip().splitlines()[-1])
     acknowledged_theirs = reported["acknowledged"]
-    assert len(acknowledged_ours) == 16  # ours never fail: the actor rebases
+    assert len(acknowledged_ours) == 22  # ours never fail: the actor rebases
     assert acknowledged_theirs, reported["failed"]  # the foreign writer got commits in
     assert len(acknowledged_theirs) + len(reported["failed"]) == 8
 
     store = log_store_for(uri, options)
     versions = [f.version for f in store.list_from(0) if f.kind is LogFileKind.COMMIT]
     # create + every acknowledged commit (a commit delta-rs gave up on is not in the log)
-    assert versions == list(range(1 + 16 + len(acknowledged_theirs)))
-    ids_by_version: dict[int, list[int]] = {}
+    assert versions == list(range(1 + 22 + len(acknowledged_theirs)))
+    id_by_version: dict[int, int] = {}
     for version in versions[1:]:
         lines = [json.loads(line) for line in store.read(f"{version:020d}.json").splitlines()]
         adds = [a["add"] for a in lines if "add" in a]
         assert len(adds) == 1  # one writer's commit per version
-        ids_by_version[version] = [json.loads(adds[0]["stats"])["minValues"]["id"]]
+        id_by_version[version] = json.loads(adds[0]["stats"])["minValues"]["id"]
     for version, row_id in acknowledged_ours:  # each at the version it was acknowledged with
-        assert ids_by_version[version] == [row_id]
+        assert id_by_version[version] == row_id
+    theirs = sorted(v for v, row_id in id_by_version.items() if row_id >= 1000)
+    ours_versions = sorted(v for v, _ in raced)
+    # The writers really raced: a foreign commit landed between two of ours.
+    assert any(ours_versions[0] < v < ours_versions[-1] for v in theirs), (theirs, ours_versions)
     live = raydelta.open_table(uri, storage_options=options).to_arrow().column("id").to_pylist()
     expected = sorted([i for _, i in acknowledged_ours] + acknowledged_theirs)
     assert sorted(live) == expected  # every acknowledged row exactly once
+    for writer in writers:
+        ray_cluster.kill(writer)
 
 
 def test_a_commit_from_another_process_is_seen_at_once(
