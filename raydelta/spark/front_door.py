@@ -156,6 +156,9 @@ def save_through_raydelta(writer: Any, path: str | None, state: dict[str, Any]) 
     for key, value in options.items():
         _originals["option"](fresh, key, value)
     _originals["option"](fresh, opt.PLAN_OPTION, plan.to_json())
+    # Python data sources are looked up through the JVM thread's active
+    # session; a Python thread of its own (concurrent writers) has none.
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     try:
         _originals["save"](fresh, str(uri))
     except Exception as error:

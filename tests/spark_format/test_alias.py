@@ -49,6 +49,7 @@ spark = (
 )
 from raydelta.spark import has_jvm_delta, register
 
+jvm = has_jvm_delta(spark)
 names = register(spark)
 uri = sys.argv[1]
 frame = spark.createDataFrame([(1, "a", "x"), (2, "b", "y")], "id long, name string, day string")
@@ -61,7 +62,7 @@ try:
 except Exception as error:
     refused = type(error).__name__
 rows = sorted(tuple(r) for r in spark.read.format("delta").load(uri).where("day = 'x'").collect())
-print(json.dumps({"jvm": has_jvm_delta(spark), "names": names, "rows": rows, "refused": refused}))
+print(json.dumps({"jvm": jvm, "names": names, "rows": rows, "refused": refused}))
 spark.stop()
 """
 
