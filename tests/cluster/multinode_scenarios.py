@@ -358,12 +358,17 @@ def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
     new_node = ray.get(
         handle.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
     )
-    # the restarted actor's checkpoint metrics, from its node's metrics agent
+    # the restarted actor's checkpoint metrics, from its node's metrics agent (exported
+    # every second: wait until the second checkpoint's shards are in)
     url = f"http://127.0.0.1:{node_of(cluster, new_node).metrics_export_port}/metrics"
+    shards = second.sidecars_written + second.sidecars_reused
     series: dict[str, float] = {}
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any("shards_done" in k for k in series):
+    while time.monotonic() < deadline:
         series = scrape(url, uri)
+        done = [v for k, v in series.items() if k.startswith("ray_raydelta_checkpoint_shards")]
+        if done and done[0] >= shards:
+            break
         time.sleep(1.0)
     return {
         "uri": uri,
