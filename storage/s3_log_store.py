@@ -46,7 +46,8 @@ from raydelta.storage.log_store import FsspecLogStore
 CONFLICT_RETRIES = 8
 """How many times a put answered 409 ConditionalRequestConflict is retried."""
 CONFLICT_BACKOFF_S = 0.01
-"""First wait after a 409; doubled after each one."""
+"""First wait after a 409; doubled after each one, up to :data:`CONFLICT_BACKOFF_MAX_S`."""
+CONFLICT_BACKOFF_MAX_S = 0.2
 
 
 def _is_conditional_conflict(error: BaseException) -> bool:
@@ -96,7 +97,7 @@ class S3LogStore(_FreshListings):
                         f"could not create {name} in {self.log_dir}: {error}"
                     ) from error
             time.sleep(wait)
-            wait *= 2
+            wait = min(wait * 2, CONFLICT_BACKOFF_MAX_S)
 
     def write(self, name: str, data: bytes) -> None:
         # One PutObject replaces the object atomically; no directories on S3.
