@@ -213,7 +213,7 @@ def merge_files(
                 [bitmap for _, bitmap, _ in dv_pending],
                 storage_options=spec.storage_options,
             )
-            writer.written.extend(d.relative_path for d in descriptors[:1])
+            writer.written.extend(d.relative_path() for d in descriptors[:1])
             for (add, _, had_dv), descriptor in zip(dv_pending, descriptors, strict=True):
                 adds.append(_with_dv(add, descriptor, now_ms))
                 _count(

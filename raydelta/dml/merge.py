@@ -461,7 +461,7 @@ class StagedMerge:
         def described(kind: str) -> list[dict[str, str]]:
             out = []
             for clause in plan.of_kind(kind):  # type: ignore[arg-type]
-                entry = {"actionType": clause.action}
+                entry: dict[str, str] = {"actionType": str(clause.action)}
                 if clause.condition is not None:
                     entry["predicate"] = clause.condition
                 out.append(entry)

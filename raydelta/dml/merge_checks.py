@@ -53,7 +53,7 @@ def to_source_table(source: Any) -> pa.Table:
         refs = source.to_arrow_refs()
         tables = list(ray.get(refs))
         if not tables:
-            return source.schema().base_schema.empty_table()  # type: ignore[no-any-return]
+            return source.schema().base_schema.empty_table()
         return pa.concat_tables(tables, promote_options="default")
     raise InvalidArgumentError(
         "the merge source must be a pyarrow.Table, a pandas DataFrame or a Ray Dataset, "
