@@ -202,7 +202,8 @@ def plan_write(
 
     check_writable(snapshot.protocol, metadata)
     _refuse_identity(metadata)
-    arrow_schema = with_missing_nullable(arrow_schema, metadata.schema_string or "")
+    if not overwrite_schema:  # overwriteSchema: the DataFrame's schema is the table's
+        arrow_schema = with_missing_nullable(arrow_schema, metadata.schema_string or "")
     # The one data writer checks the DataFrame's schema on zero rows: the
     # same refusal a task would raise, here, before any file exists.
     evolved = write_data(
