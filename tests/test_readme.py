@@ -8,7 +8,7 @@ README land there. Blocks tagged otherwise (``pycon``, ``text``, ``bash``,
 as written after the blocks above it. A block that raises fails the test,
 with the README's own line numbers in the traceback. Afterwards every
 raydelta actor (table, checkpoint, cleanup) of a table under ``tmp_path`` is
-killed.
+killed, and so is every catalog actor the blocks started.
 """
 
 from __future__ import annotations
@@ -108,6 +108,22 @@ def _kill_actors_under(root: Path) -> list[str]:
     return killed
 
 
+def _kill_new_catalogs(before: set[str]) -> None:
+    """Kill the ``catalog:<name>`` actors the README started (they are named by
+    catalog, not by table location)."""
+    import ray
+
+    from raydelta.actors.cluster import NAMESPACE
+
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        name = entry["name"]
+        if entry["namespace"] == NAMESPACE and name.startswith("catalog:") and name not in before:
+            try:
+                ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+            except ValueError:  # died in between
+                continue
+
+
 def run_blocks(blocks: list[Block], filename: str = str(README)) -> dict[str, Any]:
     """Execute ``blocks`` in order in one namespace; the first that raises fails."""
     namespace: dict[str, Any] = {"__name__": "__readme__"}
@@ -142,7 +158,9 @@ def test_readme_python_blocks_run(
     blocks = python_blocks()
     assert blocks, "README.md has no ```python block: the API tour is not tested"
     monkeypatch.chdir(tmp_path)
+    before = {entry["name"] for entry in ray_cluster.util.list_named_actors(all_namespaces=True)}
     try:
         run_blocks(blocks)
     finally:
         _kill_actors_under(tmp_path)
+        _kill_new_catalogs(before)
