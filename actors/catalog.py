@@ -11,8 +11,14 @@ conflicts, rebases and ratifies into the durable
 commits to ``_delta_log/<v>.json``.
 
 Invariants:
-- Method calls run one at a time under one lock (Ray calls of a synchronous
-  actor, plus the publisher thread, which takes no table lock).
+- Calls run on several threads (a threaded actor); everything that reads or
+  changes a table's state runs under one lock. A commit is checked, rebased
+  and numbered under the lock, then made durable outside it by the group
+  commit (:mod:`raydelta.actors.catalog_group_commit`): commits that arrive
+  together share one store transaction, and each client is answered only
+  after the transaction holding its commit is durable. Reads wait for what
+  was numbered before them to be durable (:meth:`GroupRatifier.settle`), so
+  nobody sees a version the store may not have.
 - ``max_restarts=-1``, ``max_task_retries=-1``: a dead process is restarted
   and the calls in flight are retried; everything is rebuilt from the store
   and the tables' storage (:meth:`CatalogActor._recover` republishes what was
@@ -38,7 +44,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -48,8 +53,9 @@ import ray
 from pydantic import BaseModel, ConfigDict, Field
 
 from raydelta.actors.catalog_auth import ALL_TABLES, Authorizer
+from raydelta.actors.catalog_group_commit import GroupRatifier, Ticket
 from raydelta.actors.catalog_publisher import Publisher
-from raydelta.actors.catalog_tables import ManagedTableCoordinator, Ratified
+from raydelta.actors.catalog_tables import ManagedTableCoordinator
 from raydelta.actors.coordinator import CommitCoordinator
 from raydelta.actors.faults import crash_point
 from raydelta.protocol.actions import Action, Metadata, Protocol, serialize_actions
@@ -61,12 +67,13 @@ from raydelta.protocol.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from raydelta.protocol.events import CommitReply, CommitRequest, ReadSet
+from raydelta.protocol.events import CommitCommitted, CommitReply, CommitRequest, ReadSet
 from raydelta.protocol.file_names import STAGED_COMMITS_DIR, LogFileKind, commit_name
 from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.protocol.reconciliation import TableHead
 from raydelta.protocol.table_features import CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS, upgrade_protocol
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.storage.log_store import LogStore
 from raydelta.storage.ratified_store import RatifiedCommitStore, TableEntry
 
 logger = logging.getLogger(__name__)
@@ -109,7 +116,14 @@ def managed_protocol(protocol: Protocol) -> Protocol:
     )
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+COMMIT_ATTEMPTS = 3
+"""A commit whose group transaction failed is judged again this many times
+at most (its table reloaded from the store first)."""
+
+
+@ray.remote(  # type: ignore[call-overload]  # the stubs lack max_concurrency
+    num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=32
+)
 class CatalogActor:
     """See the module docstring. Create through :class:`raydelta.Catalog`."""
 
@@ -117,12 +131,22 @@ class CatalogActor:
         self._lock = threading.RLock()
         self._store = store
         self._settings = settings
-        local_root = settings.root.removeprefix("file://")
-        principals = None if "://" in local_root else os.path.join(local_root, "principals.json")
-        self._auth = Authorizer.load(enabled=settings.authorization, path=principals)
+        self._auth = Authorizer.load(
+            enabled=settings.authorization,
+            root=settings.root,
+            storage_options=settings.storage_options,
+        )
         self._bootstrap_token = self._auth.bootstrap() if settings.authorization else None
         self._tables: dict[str, ManagedTableCoordinator] = {}
+        self._log_stores: dict[str, LogStore] = {}
+        """Each table's log store, for the publisher (kept after a drop)."""
+        self._stale: set[str] = set()
+        """Tables whose coordinator holds versions a failed transaction lost."""
+        self._stale_lock = threading.Lock()
         self._publisher = Publisher(store.mark_published)
+        self._ratifier = GroupRatifier(
+            store, on_durable=self._on_durable, on_failure=self._mark_stale
+        )
         crash_point("catalog_recover")
         self._recover()
 
@@ -152,11 +176,21 @@ class CatalogActor:
                 entry.location,
                 self._store,
                 storage_options=self._settings.storage_options,
-                on_ratified=self._on_ratified,
+                ratifier=self._ratifier,
             )
             self._tables[entry.table_id] = coordinator
+            self._log_stores[entry.table_id] = coordinator.store
             self._republish(coordinator)
+        elif entry.table_id in self._stale:
+            self._ratifier.settle()
+            with self._stale_lock:
+                self._stale.discard(entry.table_id)
+            coordinator.reload()  # back to what the store holds
         return coordinator
+
+    def _mark_stale(self, table_ids: set[str]) -> None:
+        with self._stale_lock:
+            self._stale |= table_ids
 
     def _republish(self, coordinator: ManagedTableCoordinator) -> None:
         for commit in self._store.ratified(coordinator.table_id):
@@ -166,10 +200,11 @@ class CatalogActor:
                 data = coordinator.store.read(commit.staged_name or "")
             self._publisher.submit(coordinator.table_id, coordinator.store, commit.version, data)
 
-    def _on_ratified(self, ratified: Ratified) -> None:
-        coordinator = self._tables[ratified.table_id]
+    def _on_durable(self, ticket: Ticket) -> None:
+        """A ratification is durable: hand it to the publisher (in order)."""
+        table_id = ticket.ratification.table_id
         self._publisher.submit(
-            ratified.table_id, coordinator.store, ratified.commit.version, ratified.data
+            table_id, self._log_stores[table_id], ticket.ratification.commit.version, ticket.data
         )
 
     def _entry(self, name: str) -> TableEntry:
@@ -250,7 +285,12 @@ class CatalogActor:
                     operation_parameters={"partitionBy": list(metadata.partition_columns)},
                     commit_time_ms=int(time.time() * 1000),
                 )
-                coordinator.create(request).raise_if_conflict()
+                try:
+                    coordinator.create(request).raise_if_conflict()
+                    self._ratifier.wait(self._ratifier.last)  # durable before registered
+                except BaseException:
+                    self._tables.pop(table_id, None)
+                    raise
             crash_point("catalog_before_register")
             registered = self._store.register_table(name, location=where, table_id=table_id)
             self._auth.grant_owner(principal, name)
@@ -294,16 +334,19 @@ class CatalogActor:
 
     def version(self, name: str, token: str | None) -> int:
         with self._lock:
+            self._ratifier.settle()
             return self._managed(name, token, Privilege.READ).version
 
     def head(self, name: str, token: str | None) -> TableHead:
         with self._lock:
+            self._ratifier.settle()
             return self._managed(name, token, Privilege.READ).head()
 
     def tail(
         self, name: str, token: str | None, since_version: int
     ) -> tuple[int, list[tuple[int, list[Action]]] | None]:
         with self._lock:
+            self._ratifier.settle()
             coordinator = self._managed(name, token, Privilege.READ)
             return coordinator.version, coordinator.tail(since_version)
 
@@ -316,6 +359,7 @@ class CatalogActor:
     ) -> RatifiedCommits:
         """The contiguous ratified commits still held in the range, and the latest version."""
         with self._lock:
+            self._ratifier.settle()
             coordinator = self._managed(name, token, Privilege.READ)
             held, latest = coordinator.held_commits(start_version, end_version)
             return RatifiedCommits(commits=tuple(held), latest_version=latest)
@@ -324,24 +368,69 @@ class CatalogActor:
 
     def commit(self, name: str, token: str | None, request: CommitRequest) -> CommitReply:
         """Judge, check, rebase and ratify one commit (module doc); a retry of a
-        ratified ``txnId`` gets its original version."""
+        ratified ``txnId`` gets its original version. Answered once the
+        commit (or, for a retry, the original) is durable."""
+        attempt = 0
+        while True:
+            attempt += 1
+            with self._lock:
+                coordinator, reply = self._commit_locked(name, token, request)
+                ticket = self._ratifier.last  # ours, or the newest one before a retry's answer
+            try:
+                self._ratifier.wait(ticket)
+            except Exception:
+                if attempt >= COMMIT_ATTEMPTS:
+                    raise
+                logger.warning("ratifying a commit to %r failed; judging it again", name)
+                continue
+            staged = request.staged_commit_path
+            if staged is not None and isinstance(reply, CommitCommitted):
+                with self._lock:
+                    coordinator.forget_staged(staged, reply.version)
+            return reply
+
+    def _commit_locked(
+        self, name: str, token: str | None, request: CommitRequest
+    ) -> tuple[ManagedTableCoordinator, CommitReply]:
+        """The part of :meth:`commit` under the lock: judge and number it."""
+        principal = self._auth.authenticate(token)
+        coordinator = self._table(name)
+        if coordinator.find_committed(request.txn_id) is not None:
+            self._auth.require(principal, name, [Privilege.READ])
+            return coordinator, coordinator.commit_proposal(request, ())
+        backlog = self._publisher.backlog(coordinator.table_id)
+        if backlog >= self._settings.max_unpublished:
+            raise PublishBacklogError(
+                f"{backlog} ratified commits of {name!r} are not yet published "
+                f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
+                setting="max_unpublished",
+                backlog=backlog,
+            )
+        actions = coordinator.proposed_actions(request)
+        self._auth.require(principal, name, required_privileges(actions))
+        return coordinator, coordinator.commit_proposal(request, actions, forget_staged=False)
+
+    # --- maintenance -------------------------------------------------------------------
+
+    def maintenance_version(
+        self, name: str, token: str | None, wait_s: float = 30.0
+    ) -> tuple[int | None, int]:
+        """What maintenance of ``name`` may cover (CATALOG_MANAGED.md,
+        "Maintenance Operations": checkpoints, log compaction and metadata
+        cleanup only for published versions; clients consult the catalog
+        first). Publishing is given up to ``wait_s`` to reach the latest
+        version; returns ``(max published version, latest ratified version)``.
+        Needs WRITE: maintenance writes and deletes the table's files."""
         with self._lock:
-            principal = self._auth.authenticate(token)
-            coordinator = self._table(name)
-            if coordinator.find_committed(request.txn_id) is not None:
-                self._auth.require(principal, name, [Privilege.READ])
-                return coordinator.commit_proposal(request, ())
-            backlog = self._publisher.backlog(coordinator.table_id)
-            if backlog >= self._settings.max_unpublished:
-                raise PublishBacklogError(
-                    f"{backlog} ratified commits of {name!r} are not yet published "
-                    f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
-                    setting="max_unpublished",
-                    backlog=backlog,
-                )
-            actions = coordinator.proposed_actions(request)
-            self._auth.require(principal, name, required_privileges(actions))
-            return coordinator.commit_proposal(request, actions)
+            self._ratifier.settle()
+            coordinator = self._managed(name, token, Privilege.WRITE)
+            table_id, latest = coordinator.table_id, coordinator.version
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            published = self._store.published_version(table_id)
+            if (published is not None and published >= latest) or time.monotonic() >= deadline:
+                return published, latest
+            time.sleep(0.002)
 
     # --- principals --------------------------------------------------------------------
 
@@ -394,6 +483,14 @@ class CatalogActor:
             self._publisher.clear_lags()
         return lags
 
+    def group_commit_stats(self) -> dict[str, int]:
+        """Store transactions written by the group commit, and the ratifications
+        they held (their ratio is the mean group size)."""
+        return {
+            "transactions": self._ratifier.transactions,
+            "ratified": self._ratifier.ratified,
+        }
+
     def pause_publishing(self, paused: bool) -> None:
         self._publisher.pause(paused)
 
@@ -402,6 +499,7 @@ class CatalogActor:
     ) -> list[str]:
         """Delete staged files no ratified commit names (older than the grace period)."""
         with self._lock:
+            self._ratifier.settle()
             coordinator = self._managed(name, token, Privilege.OWN)
             grace = self._settings.staged_gc_grace_s if older_than_s is None else older_than_s
             return collect_staged_garbage(coordinator, grace)

@@ -15,9 +15,13 @@ Invariants:
   (naming the privileges missing); a refusal changes nothing.
 - With authorization off (:attr:`Authorizer.enabled` False) every caller is
   :data:`ANONYMOUS` and owns everything; tokens are then not needed.
-- The registry is saved after every change, atomically (write a temporary
-  file, then rename), as JSON at ``path``; a restarted catalog reloads it.
-  With ``path`` None it lives in memory only (tests, an embedded catalog).
+- The registry is saved after every change, as JSON in
+  :data:`PRINCIPALS_FILE` under the catalog's ``root`` (any URI the log
+  stores take: a local path, ``memory://``, ``s3://`` with the catalog's
+  storage options), replaced atomically (local disks: temp file, fsync,
+  rename; object stores: one PUT); a restarted catalog, on this node or
+  another one sharing the storage, reloads it. With ``root`` None it lives
+  in memory only.
 """
 
 from __future__ import annotations
@@ -25,11 +29,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from raydelta.protocol.errors import PermissionDeniedError, UnauthenticatedError
 from raydelta.protocol.privileges import (
@@ -37,6 +40,9 @@ from raydelta.protocol.privileges import (
     effective_privileges,
     missing_privileges,
 )
+from raydelta.storage.log_store import LogStore, log_store_for
+
+PRINCIPALS_FILE = "principals.json"
 
 ALL_TABLES = "*"
 """The table name of a catalog-wide grant."""
@@ -57,18 +63,27 @@ class Authorizer:
     """Tokens and grants (see the module docstring)."""
 
     enabled: bool
-    path: str | None = None
+    root: str | None = None
+    """The catalog's root URI, where :data:`PRINCIPALS_FILE` is kept."""
+    storage_options: dict[str, Any] | None = None
     token_hashes: dict[str, str] = field(default_factory=dict)
     grants: dict[str, dict[str, set[Privilege]]] = field(default_factory=dict)
     """``{table name: {principal: privileges}}``."""
 
     @classmethod
-    def load(cls, *, enabled: bool, path: str | None) -> Authorizer:
-        """The registry saved at ``path`` (empty when there is none yet)."""
-        auth = cls(enabled=enabled, path=path)
-        if path is not None and os.path.exists(path):
-            with open(path, encoding="utf-8") as handle:
-                saved = json.load(handle)
+    def load(
+        cls, *, enabled: bool, root: str | None, storage_options: dict[str, Any] | None = None
+    ) -> Authorizer:
+        """The registry saved under ``root`` (empty when there is none yet)."""
+        auth = cls(enabled=enabled, root=root, storage_options=storage_options)
+        store = auth._store()
+        saved: dict[str, Any] | None = None
+        if store is not None:
+            try:
+                saved = json.loads(store.read(PRINCIPALS_FILE))
+            except FileNotFoundError:
+                saved = None
+        if saved is not None:
             auth.token_hashes = dict(saved.get("principals", {}))
             auth.grants = {
                 table: {who: {Privilege(p) for p in privs} for who, privs in holders.items()}
@@ -76,8 +91,17 @@ class Authorizer:
             }
         return auth
 
+    def _store(self) -> LogStore | None:
+        """The root's files (names relative to the root itself)."""
+        if self.root is None:
+            return None
+        store = log_store_for(self.root, self.storage_options)
+        store.log_dir = store.table_root
+        return store
+
     def _save(self) -> None:
-        if self.path is None:
+        store = self._store()
+        if store is None:
             return
         body = {
             "principals": self.token_hashes,
@@ -86,14 +110,7 @@ class Authorizer:
                 for table, holders in self.grants.items()
             },
         }
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=".principals-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(body, handle, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, self.path)
+        store.write(PRINCIPALS_FILE, json.dumps(body, sort_keys=True).encode("utf-8"))
 
     # --- principals -------------------------------------------------------------
 

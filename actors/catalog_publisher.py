@@ -15,9 +15,14 @@ Invariants:
   publishing stops: the catalog keeps serving the ratified commit, which
   readers must prefer over the published file anyway.
 - A version is forgotten by the store (``mark_published``) only after the
-  published file was read back and found equal to the ratified content; the
-  versions queued together are written one by one, in order, then marked
-  with one store write (``mark_published(v)`` covers every version <= v).
+  published file was made durable, read back and found equal to the
+  ratified content. The versions queued together are published as one
+  batch (:meth:`LogStore.put_if_absent_many`: on local disks their files
+  are written and fsynced concurrently, then linked into place strictly in
+  version order), their names made durable (:meth:`LogStore.sync_names`:
+  one directory fsync), verified, and marked with one store write
+  (``mark_published(v)`` covers every version <= v). A version's publish
+  lag is measured when its file became visible.
 - The backlog of one table (ratified, not yet published) is visible
   (:meth:`Publisher.backlog`) so the catalog can refuse new commits past its
   bound instead of piling up without limit.
@@ -27,17 +32,15 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from raydelta.actors.faults import crash_point
 from raydelta.protocol.actions import parse_actions
-from raydelta.protocol.errors import FileAlreadyExistsError
 from raydelta.protocol.file_names import commit_name
 from raydelta.storage.log_store import LogStore
 
@@ -135,8 +138,8 @@ class Publisher:
             table_id, queue, batch = self._next()
             done: list[tuple[int, float]] = []
             try:
-                for version, data, ratified_at in batch:  # in order; each verified
-                    done.append((version, self._publish(queue.store, version, data) - ratified_at))
+                for version, visible_at in self._publish_batch(queue.store, batch):
+                    done.append((version, visible_at - batch[len(done)][2]))
             except _Mismatch as mismatch:
                 logger.error("publishing %s stopped: %s", table_id, mismatch)
                 with self._wake:
@@ -160,20 +163,31 @@ class Publisher:
                 self._lags.extend(lag * 1000 for _, lag in done)
 
     @staticmethod
-    def _publish(store: LogStore, version: int, data: bytes) -> float:
-        """Write and verify ``<v>.json``; the time it became visible."""
-        name = commit_name(version)
-        with contextlib.suppress(FileAlreadyExistsError):  # compared below, as any file
-            store.put_if_absent(name, data)
-        visible_at = time.monotonic()
-        crash_point("catalog_mid_publish")
-        found = store.read(name)
-        if found != data and parse_actions(found) != parse_actions(data):
-            raise _Mismatch(
-                f"{store.path_of(name)} exists with content other than ratified version "
-                f"{version}; the catalog keeps serving its ratified commit"
-            )
-        return visible_at
+    def _publish_batch(
+        store: LogStore, batch: list[tuple[int, bytes, float]]
+    ) -> Iterator[tuple[int, float]]:
+        """Write and verify ``<v>.json`` for each version of ``batch`` (in order);
+        yields each version verified with the time it became visible. A file
+        that already exists is compared like any other (a crash after the
+        write, or someone else published it): the rest are written after it."""
+        start = 0
+        while start < len(batch):
+            rest = batch[start:]
+            created = store.put_if_absent_many([(commit_name(v), d) for v, d, _ in rest])
+            visible_at = time.monotonic()
+            crash_point("catalog_mid_publish")
+            checked = rest[: min(created + 1, len(rest))]  # created, then the one in place
+            store.sync_names([commit_name(v) for v, _, _ in checked])  # durable names
+            for version, data, _ in checked:
+                name = commit_name(version)
+                found = store.read(name)
+                if found != data and parse_actions(found) != parse_actions(data):
+                    raise _Mismatch(
+                        f"{store.path_of(name)} exists with content other than ratified "
+                        f"version {version}; the catalog keeps serving its ratified commit"
+                    )
+                yield version, visible_at
+            start += created + 1
 
 
 class _Mismatch(Exception):

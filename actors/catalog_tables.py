@@ -12,7 +12,10 @@ writing ``_delta_log/<v>.json``. Publishing is someone else's job
 Invariants:
 - Version ``v`` is ratified only right after ``v - 1`` and at most once (the
   store refuses anything else), and the store is written before the reply:
-  an acknowledged commit survives any crash.
+  an acknowledged commit survives any crash. With a ``ratifier`` (the
+  catalog actor's group commit) the ratification is queued and the commit
+  applied in memory at once; the caller answers only after
+  :meth:`~raydelta.actors.catalog_group_commit.GroupRatifier.wait`.
 - Exactly once: a request whose ``txn_id`` the store has ratified (in memory
   for the recent window, else :meth:`RatifiedCommitStore.find_txn`) is
   answered with its original version and nothing is written.
@@ -42,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from raydelta.actors.catalog_group_commit import GroupRatifier
 from raydelta.actors.coordinator import DEFAULT_WINDOW, CommitCoordinator
 from raydelta.actors.faults import crash_point
 from raydelta.protocol.actions import Action, CommitInfo, Metadata, Protocol, parse_actions
@@ -71,7 +75,7 @@ from raydelta.protocol.events import (
 )
 from raydelta.protocol.file_names import commit_name, staged_commit_name
 from raydelta.protocol.table_features import ROW_TRACKING
-from raydelta.storage.ratified_store import RatifiedCommitStore
+from raydelta.storage.ratified_store import Ratification, RatifiedCommitStore
 from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
 
 logger = logging.getLogger(__name__)
@@ -119,10 +123,14 @@ class ManagedTableCoordinator(CommitCoordinator):
         storage_options: dict[str, Any] | None = None,
         window: int = DEFAULT_WINDOW,
         on_ratified: Callable[[Ratified], None] | None = None,
+        ratifier: GroupRatifier | None = None,
     ) -> None:
         self.table_id = table_id
         self.ratified_store = ratified_store
         self.on_ratified = on_ratified
+        self.ratifier = ratifier
+        """When set, ratifications are queued for its group commit: the caller
+        must :meth:`GroupRatifier.wait` before answering (durable first)."""
         self._staged: str | None = None
         """While a staged commit is being committed: the client's file (root-relative)."""
         super().__init__(table_uri, storage_options=storage_options, window=window)
@@ -234,8 +242,12 @@ class ManagedTableCoordinator(CommitCoordinator):
             ) from None
         return parse_actions(data)
 
-    def commit_proposal(self, request: CommitRequest, actions: Sequence[Action]) -> CommitReply:
-        """Commit ``request`` whose proposed actions are ``actions`` (module doc)."""
+    def commit_proposal(
+        self, request: CommitRequest, actions: Sequence[Action], *, forget_staged: bool = True
+    ) -> CommitReply:
+        """Commit ``request`` whose proposed actions are ``actions`` (module doc).
+        ``forget_staged=False``: the caller deletes a replaced staged file itself
+        (:meth:`forget_staged`), once the new commit is durable."""
         won = self.find_committed(request.txn_id)
         if won is not None:
             return CommitCommitted(txn_id=request.txn_id, version=won, attempts=0, published=False)
@@ -257,8 +269,8 @@ class ManagedTableCoordinator(CommitCoordinator):
             raise
         except RaydeltaError as error:
             return CommitRejected.from_exception(request.txn_id, error)
-        if staged is not None and isinstance(reply, CommitCommitted):
-            self._forget_staged(staged, reply.version)
+        if forget_staged and staged is not None and isinstance(reply, CommitCommitted):
+            self.forget_staged(staged, reply.version)
         return reply.model_copy(update={"published": False})
 
     def commit(self, request: CommitRequest) -> CommitReply:
@@ -361,6 +373,9 @@ class ManagedTableCoordinator(CommitCoordinator):
         self._ratify(commit, info.txn_id, data)
 
     def _ratify(self, commit: RatifiedCommit, txn_id: str, data: bytes) -> None:
+        if self.ratifier is not None:  # group commit: durable before the caller answers
+            self.ratifier.submit(Ratification(self.table_id, commit, txn_id), data)
+            return
         crash_point("catalog_before_ratify")
         try:
             self.ratified_store.ratify(self.table_id, commit, txn_id=txn_id)
@@ -374,7 +389,7 @@ class ManagedTableCoordinator(CommitCoordinator):
         if self.on_ratified is not None:
             self.on_ratified(Ratified(self.table_id, commit, data))
 
-    def _forget_staged(self, path: str, won: int) -> None:
+    def forget_staged(self, path: str, won: int) -> None:
         """Delete the client's staged file: another file was ratified for its commit."""
         staged = parse_staged_commit_path(path)
         if staged is None or any(c.path == path for c in self._held(won) if c.version == won):

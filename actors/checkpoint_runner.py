@@ -153,15 +153,18 @@ class CheckpointRunner:
         kind: CheckpointKind = "auto",
         top_level: TopLevel = "json",
         trigger: Trigger = "demand",
+        max_published_version: int | None = None,
     ) -> CheckpointSummary:
-        """Checkpoint ``version`` (the newest published one when None)."""
+        """Checkpoint ``version`` (the newest published one when None).
+        ``max_published_version``: what a catalog-managed table's catalog says
+        is published (required for such a table; nothing past it is read)."""
         if kind not in ("auto", "v2", "classic"):
             raise ValueError(f"kind must be auto, v2 or classic, got {kind!r}")
         if top_level not in ("json", "parquet"):
             raise ValueError(f"top_level must be json or parquet, got {top_level!r}")
         start = time.perf_counter()
         store = self.store
-        delta = read_log_delta(store, version)
+        delta = read_log_delta(store, version, max_published_version=max_published_version)
         config = table_configuration(delta.head)
         config.ensure_writable()
         v2_supported = config.is_feature_supported(V2_CHECKPOINT)

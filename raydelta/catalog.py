@@ -29,7 +29,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -38,12 +39,19 @@ from raydelta.actors.catalog_client import CatalogTableClient, CommitMode
 from raydelta.actors.client import new_table_actions
 from raydelta.actors.cluster import get_unwrapped, normalize_uri, start_actor
 from raydelta.protocol.catalog_managed import RatifiedCommits
+from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import CatalogManagedTableError, InvalidArgumentError
 from raydelta.protocol.privileges import Privilege, parse_privileges
 from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.storage.history import load_history
 from raydelta.storage.ratified_store import RatifiedCommitStore, SqliteRatifiedStore, TableEntry
-from raydelta.table import Table
+from raydelta.table import CheckpointKind, History, Table, _check_bool, _check_choice
+
+if TYPE_CHECKING:
+    from raydelta.actors.checkpoint_results import CheckpointSummary
+    from raydelta.storage.metadata_cleanup import MetadataCleanupReport
+    from raydelta.storage.vacuum import VacuumReport
 
 DEFAULT_ROOT = "raydelta-catalog"
 """Where the default catalog keeps its store and new tables (relative to the cwd)."""
@@ -51,22 +59,123 @@ DEFAULT_ROOT = "raydelta-catalog"
 
 class CatalogTable(CatalogTableClient, Table):
     """A catalog-managed :class:`~raydelta.Table`: writes and reads go through
-    its catalog. Maintenance (checkpoint, cleanup, vacuum) is not run by the
-    catalog yet and is refused."""
+    its catalog.
+
+    Maintenance consults the catalog first (CATALOG_MANAGED.md, "Maintenance
+    Operations"): :meth:`checkpoint` and :meth:`cleanup_metadata` ask it for
+    the newest *published* version (after letting publishing catch up) and
+    never touch a version past it; :meth:`vacuum` protects every file the
+    latest *ratified* version references, published or not; :meth:`history`
+    shows the ratified commits not yet published too. They run in the
+    caller's process (checkpoint shards as Ray tasks), not in the per-table
+    maintenance actors, which follow filesystem tables.
+    """
+
+    maintenance_wait_s: float = 30.0
+    """How long maintenance lets the catalog's publishing catch up with the
+    latest version before it settles for the newest published one."""
+
+    def _maintenance_version(self) -> int:
+        """The newest published version (the catalog checks WRITE on the table)."""
+        published, _latest = self._call("maintenance_version", self.maintenance_wait_s)
+        if published is None:
+            raise CatalogManagedTableError(
+                f"no version of {self.table_name!r} is published yet: nothing to maintain",
+                self.uri,
+            )
+        return int(published)
+
+    def checkpoint(self, *, kind: CheckpointKind = "auto") -> CheckpointSummary:
+        """Checkpoint the newest published version (see the class docstring)."""
+        from raydelta.actors.checkpoint_runner import CheckpointRunner
+
+        _check_choice("kind", kind, ("auto", "v2", "classic"))
+        published = self._maintenance_version()
+        runner = CheckpointRunner(self.uri, self.storage_options)
+        return runner.run(published, kind=kind, max_published_version=published)
+
+    def cleanup_metadata(
+        self,
+        *,
+        retention: timedelta | str | None = None,
+        dry_run: bool = False,
+        now_ms: int | None = None,
+    ) -> MetadataCleanupReport:
+        """Metadata cleanup up to the newest published version only: expired
+        commits, checkpoints, compactions, checksums, and the staged commits at
+        or below the kept checkpoint. ``now_ms`` overrides the clock (the
+        cutoff is midnight UTC of ``now - retention``)."""
+        from raydelta.storage.metadata_cleanup import cleanup_metadata
+
+        _check_bool("dry_run", dry_run)
+        retention_ms = duration_ms(retention)
+        published = self._maintenance_version()
+        return cleanup_metadata(
+            self.uri,
+            retention_ms=retention_ms,
+            dry_run=dry_run,
+            now_ms=now_ms,
+            storage_options=self.storage_options,
+            max_published_version=published,
+        )
+
+    def vacuum(
+        self,
+        *,
+        retention: timedelta | str | None = None,
+        dry_run: bool = True,
+        lite: bool = False,
+        enforce_retention_duration: bool = True,
+    ) -> VacuumReport:
+        """VACUUM against the latest ratified version (files of commits not yet
+        published stay); options as :meth:`raydelta.Table.vacuum`."""
+        from raydelta.storage.vacuum import vacuum
+
+        for option, value in (
+            ("dry_run", dry_run),
+            ("lite", lite),
+            ("enforce_retention_duration", enforce_retention_duration),
+        ):
+            _check_bool(option, value)
+        retention_ms = duration_ms(retention)
+        self._maintenance_version()
+        return vacuum(
+            self.uri,
+            retention_hours=None if retention_ms is None else retention_ms / 3_600_000,
+            lite=lite,
+            dry_run=dry_run,
+            force=not enforce_retention_duration,
+            storage_options=self.storage_options,
+            snapshot=self._load_snapshot(),
+        )
+
+    def history(self, *, limit: int | None = None) -> History:
+        """One row per commit, newest first, the ratified commits its catalog
+        has not published yet included."""
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError(f"limit must be a positive int, got {limit!r}")
+        held = self.ratified_commits()
+        return History(
+            load_history(
+                self.uri,
+                limit=limit,
+                storage_options=self.storage_options,
+                ratified_commits=held.commits,
+                latest_ratified_version=held.latest_version,
+            )
+        )
 
     @property
     def checkpoint_actor(self) -> Any:
         raise CatalogManagedTableError(
-            f"{self.table_name!r} is catalog-managed: its catalog does not run maintenance yet",
+            f"{self.table_name!r} is catalog-managed: its maintenance goes through its "
+            "catalog (CatalogTable.checkpoint, cleanup_metadata, vacuum), not a table actor",
             self.uri,
         )
 
     @property
     def cleanup_actor(self) -> Any:
-        raise CatalogManagedTableError(
-            f"{self.table_name!r} is catalog-managed: its catalog does not run maintenance yet",
-            self.uri,
-        )
+        return self.checkpoint_actor
 
     def __repr__(self) -> str:
         return f"raydelta.CatalogTable({self.table_name!r} at {self.uri!r})"
