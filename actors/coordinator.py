@@ -73,7 +73,11 @@ from raydelta.protocol.events import (
 from raydelta.protocol.file_names import commit_name
 from raydelta.protocol.rebase import rebase
 from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
-from raydelta.protocol.row_tracking import ROW_TRACKING_DOMAIN, high_water_mark_of
+from raydelta.protocol.row_tracking import (
+    ROW_TRACKING_DOMAIN,
+    high_water_mark_of,
+    with_row_tracking_preserved,
+)
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION
 from raydelta.protocol.winning_commits import WinningCommit
@@ -492,6 +496,8 @@ class CommitCoordinator:
             version = self.version + 1
             now = int(time.time() * 1000)
             provenance = self._commit_info(request, version, now)
+            if after.row_tracking_enabled:
+                provenance = with_row_tracking_preserved(provenance, request.actions)
             own: list[Action] = [a for a in request.actions if not isinstance(a, CommitInfo)]
             if (
                 after.in_commit_timestamps_enabled

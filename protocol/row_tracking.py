@@ -30,7 +30,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from raydelta.protocol.actions import Action, AddFile, CommitInfo, DomainMetadata
+from raydelta.protocol.actions import Action, AddFile, CommitInfo, DomainMetadata, RemoveFile
 from raydelta.protocol.errors import InvalidFileActionError
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
@@ -125,3 +125,27 @@ def assign_row_tracking(
         position = 1 if out and isinstance(out[0], CommitInfo) else 0
         out.insert(position, row_tracking_domain(hwm))
     return out
+
+
+def with_row_tracking_preserved(info: CommitInfo, actions: Sequence[Action]) -> CommitInfo:
+    """``info`` with ``delta.rowTracking.preserved`` in its tags, unless the writer set it.
+
+    The spec asks writers of a table with row tracking enabled to tag whether
+    every stable row id of an updated or copied row was preserved (through
+    the materialized row-id column). raydelta does not materialize row ids
+    yet, so a commit that removes files and adds files under other paths (a
+    rewrite: rows copied or updated, or replaced) is tagged ``false``; one
+    that copies no row (appends, whole-file deletes, deletion vectors on the
+    same files) is tagged ``true``.
+    """
+    body = dict(info.to_json_dict())
+    tags = dict(body.get("tags") or {})
+    if ROW_TRACKING_PRESERVED_TAG in tags:
+        return info
+    removed = {a.path for a in actions if isinstance(a, RemoveFile)}
+    rewritten = bool(removed) and any(
+        isinstance(a, AddFile) and a.path not in removed for a in actions
+    )
+    tags[ROW_TRACKING_PRESERVED_TAG] = "false" if rewritten else "true"
+    body["tags"] = tags
+    return CommitInfo.model_validate(body)

@@ -737,3 +737,26 @@ def test_release_table_stops_its_actors_and_a_held_handle_carries_on(
     assert table.snapshot().num_files == 2
     assert release_table(uri) == [f"table:{uri}"]  # no checkpointer was started again
     assert open_table(uri).version() == 2
+
+
+def test_commits_on_a_row_tracking_table_say_whether_row_ids_were_preserved(
+    new_table: NewTable, make_add: MakeAdd, log_commits: LogCommits
+) -> None:
+    """The spec's ``delta.rowTracking.preserved`` commit tag: ``true`` when no row
+    was copied or updated, ``false`` for a rewrite (raydelta does not
+    materialize row ids, so rewritten rows get fresh ones)."""
+    uri, table = new_table(properties={"delta.enableRowTracking": "true"})
+    first = make_add(f"date={P1}/first.parquet", records=7)
+    commit_adds(table, first)  # an append
+    table.transaction().remove(first).add(make_add(f"date={P1}/rewritten.parquet")).commit()
+    second = make_add(f"date={P1}/second.parquet", records=3)
+    commit_adds(table, second)
+    table.transaction().remove(second).commit()  # a whole-file delete: nothing copied
+
+    def preserved(actions: list[Any]) -> str | None:
+        info = next(a for a in actions if isinstance(a, CommitInfo))
+        tags = info.to_json_dict().get("tags") or {}
+        return tags.get("delta.rowTracking.preserved")  # type: ignore[no-any-return]
+
+    tags = [preserved(actions) for _, actions in log_commits(uri)[1:]]
+    assert tags == ["true", "false", "true", "true"]
