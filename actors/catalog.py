@@ -408,7 +408,10 @@ class CatalogActor:
             )
         actions = coordinator.proposed_actions(request)
         self._auth.require(principal, name, required_privileges(actions))
-        return coordinator, coordinator.commit_proposal(request, actions, forget_staged=False)
+        proposal = coordinator.commit_proposal(
+            request, actions, forget_staged=False, txn_checked=True
+        )
+        return coordinator, proposal
 
     # --- maintenance -------------------------------------------------------------------
 

@@ -243,12 +243,19 @@ class ManagedTableCoordinator(CommitCoordinator):
         return parse_actions(data)
 
     def commit_proposal(
-        self, request: CommitRequest, actions: Sequence[Action], *, forget_staged: bool = True
+        self,
+        request: CommitRequest,
+        actions: Sequence[Action],
+        *,
+        forget_staged: bool = True,
+        txn_checked: bool = False,
     ) -> CommitReply:
         """Commit ``request`` whose proposed actions are ``actions`` (module doc).
         ``forget_staged=False``: the caller deletes a replaced staged file itself
-        (:meth:`forget_staged`), once the new commit is durable."""
-        won = self.find_committed(request.txn_id)
+        (:meth:`forget_staged`), once the new commit is durable.
+        ``txn_checked``: the caller has just found that :meth:`find_committed`
+        knows no version for the request's ``txnId`` (not asked again)."""
+        won = None if txn_checked else self.find_committed(request.txn_id)
         if won is not None:
             return CommitCommitted(txn_id=request.txn_id, version=won, attempts=0, published=False)
         staged = request.staged_commit_path

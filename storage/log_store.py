@@ -303,7 +303,10 @@ class LocalLogStore(FsspecLogStore):
         if len(items) < 2:
             return super().put_if_absent_many(items)
         targets = [self.path_of(name) for name, _ in items]
-        temps = list(_parallel_io().map(self._write_temp, targets, [d for _, d in items]))
+        try:
+            temps = list(_parallel_io().map(self._write_temp, targets, [d for _, d in items]))
+        except RuntimeError:  # the interpreter is exiting: no new threads
+            return super().put_if_absent_many(items)
         created = 0
         try:
             for target, temp in zip(targets, temps, strict=True):

@@ -236,6 +236,19 @@ _SCHEMA = (
 )
 
 
+_WRITER_LOCKS: dict[str, threading.Lock] = {}
+_WRITER_LOCKS_GUARD = threading.Lock()
+
+
+def _writer_lock(path: str) -> threading.Lock:
+    """The process-wide lock of the SQLite file at ``path``."""
+    with _WRITER_LOCKS_GUARD:
+        lock = _WRITER_LOCKS.get(path)
+        if lock is None:
+            lock = _WRITER_LOCKS[path] = threading.Lock()
+        return lock
+
+
 class SqliteRatifiedStore(RatifiedCommitStore):
     """The store in one SQLite file (``path``); safe across threads and processes.
 
@@ -281,14 +294,19 @@ class SqliteRatifiedStore(RatifiedCommitStore):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction. Threads of this process take turns on a
+        lock first: SQLite's own busy handler sleeps (1 ms and more) when it
+        finds the file locked, a lock wakes the next thread at once. Other
+        processes are still serialized by SQLite (``busy_timeout_s``)."""
         db = self._connection()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with _writer_lock(self.path):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     def close(self) -> None:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)

@@ -46,10 +46,13 @@ def _published_through(catalog: Catalog, name: str, version: int) -> None:
     assert ray.get(catalog.actor.wait_published.remote(name, version, 60.0))
 
 
-def _table_with_unpublished(new_catalog: NewCatalog) -> tuple[Catalog, CatalogTable]:
+def _table_with_unpublished(
+    new_catalog: NewCatalog, commit_mode: str = "inline"
+) -> tuple[Catalog, CatalogTable]:
     """Versions 0..3 published, 4 and 5 ratified and held back by the catalog."""
     catalog = new_catalog()
-    table = catalog.create_table("m", SCHEMA)
+    catalog.create_table("m", SCHEMA)
+    table = catalog.open_table("m", commit_mode=commit_mode)  # type: ignore[arg-type]
     for i in range(3):
         table.append(pa.table({"id": [i]}))
     _published_through(catalog, "m", 3)
@@ -80,17 +83,25 @@ def test_checkpoint_covers_only_published_versions(new_catalog: NewCatalog) -> N
     assert table.checkpoint(kind="classic").version == 5
 
 
+def _staged_versions(table: CatalogTable) -> list[int]:
+    staged = _log(table) / "_staged_commits"
+    return sorted(int(p.name.split(".")[0]) for p in staged.iterdir()) if staged.exists() else []
+
+
 def test_cleanup_metadata_stops_at_the_published_checkpoint(new_catalog: NewCatalog) -> None:
-    catalog, table = _table_with_unpublished(new_catalog)
+    catalog, table = _table_with_unpublished(new_catalog, commit_mode="staged")
+    assert _staged_versions(table) == [1, 2, 3, 4, 5]  # ratified as staged, as they were
     table.checkpoint(kind="classic")  # at 3
     tomorrow = int(time.time() * 1000) + 2 * 24 * 3600 * 1000  # every commit expired
     report = table.cleanup_metadata(retention=timedelta(0), now_ms=tomorrow)
     assert report.kept_checkpoint_version == 3
     deleted = {parse_log_file_name(n) for n in report.deleted}
-    assert {f.require_version() for f in deleted if f is not None} <= {0, 1, 2}
+    assert {f.require_version() for f in deleted if f is not None} <= {0, 1, 2, 3}
+    assert commit_name(3) not in report.deleted
     assert _versions(table, LogFileKind.COMMIT) == [3]  # 4 and 5 are not published yet
-    staged = _log(table) / "_staged_commits"
-    assert not staged.exists() or all(int(p.name.split(".")[0]) > 3 for p in staged.iterdir())
+    # staged commits at or below the kept checkpoint go; 4 and 5 are what the catalog serves
+    assert _staged_versions(table) == [4, 5]
+    assert sorted(table.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4]
 
     _pause(catalog, False)
     _published_through(catalog, "m", 5)
