@@ -163,14 +163,13 @@ def test_replace_where_on_partition_and_data_columns(
 
 def test_dynamic_partition_overwrite(rd_spark: Any, table_dir: str) -> None:
     rd_spark.createDataFrame(ROWS, DDL).write.format("raydelta").partitionBy("day").save(table_dir)
-    fresh = rd_spark.createDataFrame([(900, "d", "2026-11-22"), (901, "e", "2026-11-30")], DDL)
+    new_rows = [(900, "d", "2026-11-22"), (901, "e", "2026-11-30")]
+    fresh = rd_spark.createDataFrame(new_rows, DDL)
     fresh.write.format("raydelta").mode("overwrite").option(
         "partitionOverwriteMode", "dynamic"
     ).save(table_dir)
     rows = sorted(tuple(r) for r in rd_spark.read.format("delta").load(table_dir).collect())
-    expected = sorted(
-        [r for r in ROWS if r[2] == "2026-11-21"] + [tuple(r) for r in fresh.collect()]
-    )
+    expected = sorted([r for r in ROWS if r[2] == "2026-11-21"] + new_rows)
     assert rows == expected
 
 
