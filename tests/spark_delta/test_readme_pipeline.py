@@ -32,18 +32,21 @@ def test_readme_delta_spark_pipeline_maintained_by_raydelta(delta: Any, tmp_path
 
     table = raydelta.open_table(path)
     table.append(pa.table({"id": [4], "day": ["2026-11-25"]}))
+    table.delete("day = '2026-11-24'")
     summary = table.checkpoint(kind="v2")
     spark.read.format("delta").load(path).count()
     table.cleanup_metadata()
     report = table.vacuum(dry_run=False)
     # --- end of the block ---
 
-    [ours] = [
-        e.version
+    ours = {
+        e.operation: e.version
         for e in table.history()
-        if e.operation == "WRITE" and (e.commit_info or {}).get("engineInfo") == "raydelta"
-    ]
-    assert summary.kind == "v2" and summary.version == ours
+        if (e.commit_info or {}).get("engineInfo") == "raydelta"
+    }
+    assert sorted(ours) == ["DELETE", "VACUUM END", "VACUUM START", "WRITE"]
+    assert summary.kind == "v2" and summary.version == ours["DELETE"]
     assert not report.files  # nothing older than the retention yet
     assert_same_as_delta_spark(spark, path, table.version())
-    assert sorted(spark.read.format("delta").load(path).toPandas()["id"]) == [1, 2, 4]
+    # Spark deleted id 3, we appended 4 and deleted the 2026-11-24 rows (ids 1 and 2)
+    assert sorted(spark.read.format("delta").load(path).toPandas()["id"]) == [4]
