@@ -99,7 +99,7 @@ class ColumnarStatsCheck:
         try:
             table = pa_json.read_json(
                 pa.BufferReader(joined.encode("utf-8")),
-                read_options=pa_json.ReadOptions(use_threads=False, block_size=len(joined) + 1),
+                read_options=pa_json.ReadOptions(block_size=max(len(joined) // 2, 1 << 16)),
                 parse_options=self._parse,
             )
         except (pa.ArrowException, UnicodeError, ValueError, OverflowError):
