@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from raydelta.dml.operations import _NON_DETERMINISTIC, _castable
+from raydelta.dml.operations import _castable
+from raydelta.dml.operations import check_deterministic as _parse_deterministic
 from raydelta.protocol.errors import (
     InvalidArgumentError,
     InvalidExpressionError,
-    NonDeterministicExpressionError,
 )
 from raydelta.protocol.expressions import evaluate, parse_expression
 from raydelta.protocol.merge_rules import MergeClause, MergePlan, pair_table, truth
@@ -77,25 +77,7 @@ def evolved_metadata(
 
 
 def _check_deterministic(sql: str, what: str) -> None:
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import SqlglotError
-
-    try:
-        node = sqlglot.parse_one(sql, read="spark")
-    except SqlglotError as error:
-        raise InvalidExpressionError(f"cannot parse {what} {sql!r}: {error}", sql) from error
-    for child in node.walk():
-        name = (
-            child.name.lower() if isinstance(child, exp.Anonymous) else type(child).__name__.lower()
-        )
-        if name in _NON_DETERMINISTIC:
-            raise NonDeterministicExpressionError(
-                f"the {what} {sql!r} is non-deterministic ({child.sql('spark')}); "
-                "MERGE accepts deterministic expressions only",
-                sql,
-            )
-    parse_expression(sql)
+    _parse_deterministic(sql, what=what, operations="MERGE")
 
 
 def _check_condition(sql: str | None, table: pa.Table, what: str) -> None:

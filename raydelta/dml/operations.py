@@ -91,8 +91,9 @@ def _resolve_column(name: str, schema: StructType) -> str:
     )
 
 
-def check_sql(sql: str, schema: StructType, *, what: str) -> None:
-    """Refuse SQL that is non-deterministic, unparsable, or names unknown columns."""
+def check_deterministic(sql: str, *, what: str, operations: str) -> Any:
+    """Parse ``sql`` (refused when unparsable or non-deterministic: ``operations``
+    names who refuses, e.g. "DELETE and UPDATE"); the parsed expression."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
@@ -108,10 +109,15 @@ def check_sql(sql: str, schema: StructType, *, what: str) -> None:
         if name in _NON_DETERMINISTIC:
             raise NonDeterministicExpressionError(
                 f"the {what} {sql!r} is non-deterministic ({child.sql('spark')}); "
-                "DELETE and UPDATE accept deterministic expressions only",
+                f"{operations} accept deterministic expressions only",
                 sql,
             )
-    parsed = parse_expression(sql)
+    return parse_expression(sql)
+
+
+def check_sql(sql: str, schema: StructType, *, what: str) -> None:
+    """Refuse SQL that is non-deterministic, unparsable, or names unknown columns."""
+    parsed = check_deterministic(sql, what=what, operations="DELETE and UPDATE")
     for path in parsed.columns:
         _resolve_column(path[0], schema)
 
