@@ -187,6 +187,7 @@ EXTENSION_MODULES = (
     "raydelta.cli_checkpoint",
     "raydelta.cli_cleanup",
     "raydelta.cli_status",
+    "raydelta.cli_catalog",
     "raydelta.demo",
 )
 """Modules adding subcommands; each defines ``register(subparsers, command)``
