@@ -1,0 +1,437 @@
+"""Benchmark: how cost grows with table size, 100k to 10M files (issue 15's series).
+
+For each size the table of :mod:`benchmarks.huge_table_build` (partitioned,
+full stats, 5% of files with deletion vectors, a checkpoint + 100 commits;
+built once and cached under ``~/.cache/raydelta-bench``) is measured, every
+step in its own fresh process, peak RSS (``VmHWM``) read by each process
+itself (driver, actor, Ray workers):
+
+- ``snapshot``: cold ``load_snapshot`` (version, protocol, metadata, counts,
+  txns, domains; the file list held as Arrow); ``head``: ``load_table_head``
+  (the same without the file list and counts); at <= 1M files delta-rs
+  ``DeltaTable(uri)`` + ``get_add_actions(flatten=True)`` on the same table;
+- ``scan``: the whole file list walked in Arrow batches (:func:`scan_files`);
+- ``commit``: ``open_table`` (the actor loads the table), one warm-up commit,
+  then timed 1-file blind appends; the actor's RSS comes from the actor;
+- ``checkpoint``: a full V2 checkpoint (sidecars written by Ray tasks) on a
+  local 2-CPU Ray (``benchmarks.checkpoint``), then on a local cluster of 1,
+  2, 4 one-CPU worker nodes (``benchmarks.checkpoint_cluster``); the limit:
+  pyarrow writing the same rows (read back from our sidecars) with the
+  writer settings our checkpoint writer uses (``parquet_write_options``);
+- ``vacuum``: dry-run lite and full on the table (its data files are not on
+  disk: this is the log side of vacuum); at 100k and 1M also ours vs delta-rs
+  on ``benchmarks.vacuum``'s table of real files.
+
+Every checkpoint is read back: at <= 1M files its live files must equal a
+full replay's (path, deletion vector, size, stats), above only the counts
+(a replay of 10M files would not fit next to the other engineers' work).
+
+Top-level ``unit``/``ours``/``peer``/``ratio``: the 1M-file cold snapshot's
+peak RSS, ours vs delta-rs (goal ratio <= 0.75).
+
+Run: ``python -m benchmarks.huge_table --sizes 100k,1m,3m,10m``.
+Writes ``benchmarks/results/huge_table.json``. Only the standard library
+and :mod:`benchmarks.common` are imported at top level (children import it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import measure_once, write_result
+
+NAME = "huge_table"
+GOAL_RSS_RATIO = 0.75
+PEER_MAX_FILES = 1_000_000
+"""delta-rs and the full-content checkpoint check run up to this size."""
+TABLE_ENV = "RAYDELTA_BENCH_TABLE"
+SIDECARS_ENV = "RAYDELTA_BENCH_SIDECARS"
+SCAN_BATCH_ROWS = 65_536
+SUFFIXES = {"k": 1_000, "m": 1_000_000}
+
+
+def parse_size(text: str) -> int:
+    """``"100k"`` -> 100000, ``"10m"`` -> 10000000, ``"2500"`` -> 2500."""
+    text = text.strip().lower()
+    if text and text[-1] in SUFFIXES:
+        return int(float(text[:-1]) * SUFFIXES[text[-1]])
+    return int(text)
+
+
+def size_label(num_files: int) -> str:
+    if num_files % 1_000_000 == 0:
+        return f"{num_files // 1_000_000}m"
+    if num_files % 1_000 == 0:
+        return f"{num_files // 1_000}k"
+    return str(num_files)
+
+
+def peak_rss_mb() -> float:
+    from raydelta.actors.process_memory import peak_rss_mb as own_peak
+
+    return own_peak()
+
+
+# --- children: the table, snapshot, scan --------------------------------------------------
+
+
+def build_child(params_json: str) -> dict[str, Any]:
+    from benchmarks.huge_table_build import cached_table
+
+    return cached_table(json.loads(params_json))
+
+
+def snapshot_setup() -> None:
+    import pyarrow  # noqa: F401
+
+    import raydelta.storage.snapshot  # noqa: F401
+
+
+def snapshot_state(uri: str) -> dict[str, Any]:
+    """Cold snapshot: everything a reader asks first, as our engine loads it."""
+    from raydelta.storage.snapshot import load_snapshot
+
+    snapshot = load_snapshot(uri)
+    return {
+        "version": snapshot.version,
+        "protocol": snapshot.protocol.model_dump(by_alias=True, exclude_none=True),
+        "metadata_id": snapshot.metadata.id,
+        "partition_columns": list(snapshot.metadata.partition_columns),
+        "num_files": snapshot.num_files,
+        "txns": snapshot.txns,
+        "domains": sorted(snapshot.domains),
+        "files_arrow_mb": snapshot.files.nbytes / 1e6,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def head_state(uri: str) -> dict[str, Any]:
+    """Protocol, metadata, txns and domains without the file list."""
+    from raydelta.storage.snapshot import load_table_head
+
+    head = load_table_head(uri)
+    return {
+        "version": head.version,
+        "txns": {app: txn.version for app, txn in head.txns.items()},
+        "domains": sorted(head.domains),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def deltalake_setup() -> None:
+    import deltalake  # noqa: F401
+    import pyarrow  # noqa: F401
+
+
+def deltalake_snapshot(uri: str) -> dict[str, Any]:
+    """delta-rs's cold snapshot with its file list, as ``benchmarks.snapshot_load`` does."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    table = DeltaTable(uri)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return {
+        "version": table.version(),
+        "num_files": actions.num_rows,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def scan_files(uri: str, batch_rows: int = SCAN_BATCH_ROWS) -> dict[str, Any]:
+    """Walk every live file in Arrow batches; what a planner reads (paths, sizes,
+    deletion vectors, the stats' ``numRecords``), totals returned for checks.
+
+    There is no streamed scan in the engine yet (``/tmp/h3_findings.md``): the
+    batches come from the loaded snapshot's file table (``streamed`` false).
+    """
+    import pyarrow.compute as pc
+
+    from raydelta.storage.snapshot import load_snapshot
+
+    started = time.perf_counter()
+    files = load_snapshot(uri).files
+    loaded = time.perf_counter()
+    rows = batches = total_bytes = dv_files = records = 0
+    for batch in files.to_batches(max_chunksize=batch_rows):
+        batches += 1
+        rows += batch.num_rows
+        total_bytes += int(pc.sum(batch.column("size")).as_py() or 0)
+        dv_files += int(pc.sum(pc.is_valid(batch.column("deletionVector"))).as_py() or 0)
+        numbers = pc.extract_regex(batch.column("stats"), r'"numRecords":(?P<n>\d+)')
+        records += int(pc.sum(pc.cast(pc.struct_field(numbers, [0]), "int64")).as_py() or 0)
+    return {
+        "streamed": False,
+        "source": "load_snapshot(uri).files.to_batches()",
+        "num_files": rows,
+        "num_batches": batches,
+        "bytes": total_bytes,
+        "num_dv_files": dv_files,
+        "num_records": records,
+        "load_s": loaded - started,
+        "walk_s": time.perf_counter() - loaded,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+# --- children: one commit -----------------------------------------------------------------
+
+
+def commit_setup() -> None:
+    import ray  # noqa: F401
+
+    import raydelta.actors.client  # noqa: F401
+
+
+def _actor_memory(table: Any) -> dict[str, Any]:
+    import ray
+
+    def report(_self: Any) -> dict[str, Any]:
+        import os as os_
+        import socket
+
+        from raydelta.actors.process_memory import memory_mb
+        from raydelta.actors.process_memory import peak_rss_mb as own_peak
+
+        return {
+            "pid": os_.getpid(),
+            "host": socket.gethostname(),
+            "peak_rss_mb": own_peak(),
+            "now_mb": memory_mb(),
+        }
+
+    result: dict[str, Any] = ray.get(table.actor.__ray_call__.remote(report))
+    return result
+
+
+def commit_run(uri: str, repeat: int, expected_version: int, expected_files: int) -> dict[str, Any]:
+    """Open (the actor loads the table), one warm-up commit, ``repeat`` timed commits."""
+    import ray
+
+    from benchmarks.large_table_commit import new_add_file
+    from raydelta.actors.client import open_table
+    from raydelta.actors.cluster import NAMESPACE
+
+    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
+    try:
+        started = time.perf_counter()
+        table = open_table(uri)
+        loaded_version = ray.get(table.actor.ping.remote())
+        load_s = time.perf_counter() - started
+        if loaded_version != expected_version:
+            raise RuntimeError(f"actor loaded v{loaded_version}, expected v{expected_version}")
+        started = time.perf_counter()
+        version = table.transaction().add(new_add_file("warmup")).commit()
+        first_s = time.perf_counter() - started
+        commit_s: list[float] = []
+        for i in range(repeat):
+            txn = table.transaction().add(new_add_file(str(i)))
+            started = time.perf_counter()
+            version = txn.commit()
+            commit_s.append(time.perf_counter() - started)
+        snapshot = table.snapshot()
+        if (snapshot.version, snapshot.num_files) != (version, expected_files + repeat + 1):
+            raise RuntimeError(f"after commits: v{snapshot.version}, {snapshot.num_files} files")
+        return {
+            "actor_load_s": load_s,
+            "first_commit_s": first_s,
+            "commit_s": commit_s,
+            "median_commit_s": statistics.median(commit_s),
+            "version": version,
+            "num_files": snapshot.num_files,
+            "actor": _actor_memory(table),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+    finally:
+        ray.shutdown()
+
+
+# --- children: the checkpoint's limit and check --------------------------------------------
+
+_ROWS: Any = None
+
+
+def limit_setup() -> None:
+    """Our sidecars' rows, read back into one table (untimed)."""
+    global _ROWS
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paths = json.loads(os.environ[SIDECARS_ENV])
+    _ROWS = pa.concat_tables([pq.read_table(p) for p in paths]).combine_chunks()
+
+
+def limit_write(out: str) -> dict[str, Any]:
+    """pyarrow writes the rows in one file with our checkpoint writer's settings."""
+    import pyarrow.parquet as pq
+
+    from raydelta.storage.checkpoint_writer import parquet_write_options
+
+    options = parquet_write_options(_ROWS.schema)
+    pq.write_table(_ROWS, out, **options)
+    return {
+        "rows": _ROWS.num_rows,
+        "bytes": os.path.getsize(out),
+        "options": {k: v for k, v in options.items() if k != "use_dictionary"},
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def _live_digest(files: Any) -> dict[str, Any]:
+    """Order-free digest of live files: path, DV id, size, stats."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dv = files.column("deletionVector")
+    dv_id = pc.if_else(
+        pc.is_valid(dv),
+        pc.binary_join_element_wise(
+            pc.struct_field(dv, "storageType"),
+            pc.struct_field(dv, "pathOrInlineDv"),
+            pc.cast(pc.struct_field(dv, "offset"), pa.string()),
+            "",
+        ),
+        pa.scalar("", pa.string()),
+    )
+    rows = pa.table(
+        {
+            "path": files.column("path"),
+            "dv": dv_id,
+            "size": files.column("size"),
+            "stats": files.column("stats"),
+        }
+    ).sort_by([("path", "ascending"), ("dv", "ascending")])
+    digest = hashlib.sha256()
+    for batch in rows.to_batches(max_chunksize=100_000):
+        for column in batch.columns:
+            for buffer in column.buffers():
+                if buffer is not None:
+                    digest.update(buffer)
+    return {"num_files": rows.num_rows, "sha256": digest.hexdigest()}
+
+
+def replay_digest(uri: str) -> dict[str, Any]:
+    """Digest of the live files of a table loaded from its log as it is."""
+    from raydelta.storage.snapshot import load_snapshot
+
+    snapshot = load_snapshot(uri)
+    return {"version": snapshot.version, **_live_digest(snapshot.files)}
+
+
+def verify_checkpoint(root: str, version: int, expected: dict[str, Any]) -> dict[str, Any]:
+    """The V2 checkpoint at ``version`` alone (its commits deleted) gives the table.
+
+    ``expected``: ``num_files`` and, for a full check, ``sha256`` from :func:`replay_digest`.
+    """
+    import pyarrow.parquet as pq
+
+    from raydelta.protocol.file_names import commit_name
+    from raydelta.storage.snapshot import load_snapshot
+
+    log = Path(root) / "_delta_log"
+    sidecars = sorted(str(p) for p in (log / "_sidecars").glob("*.parquet"))
+    sidecar_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in sidecars)
+    out: dict[str, Any] = {"sidecars": sidecars, "sidecar_rows": sidecar_rows}
+    if "sha256" not in expected:
+        out["ok"] = sidecar_rows == expected["num_files"]
+        out["check"] = "sidecar rows == live files"
+        return out
+    for v in range(version + 1):
+        (log / commit_name(v)).unlink(missing_ok=True)
+    snapshot = load_snapshot(Path(root).resolve().as_uri())
+    assert snapshot.log_segment is not None and snapshot.log_segment.checkpoint is not None
+    got = _live_digest(snapshot.files)
+    out.update(got)
+    out["check"] = "live files (path, dv, size, stats) == full replay's"
+    out["checkpoint"] = snapshot.log_segment.checkpoint.files[0].name
+    out["ok"] = snapshot.version == version and got == {
+        "num_files": expected["num_files"],
+        "sha256": expected["sha256"],
+    }
+    return out
+
+
+# --- children: vacuum -----------------------------------------------------------------------
+
+
+def vacuum_setup() -> None:
+    import deltalake  # noqa: F401
+
+    import raydelta.storage.snapshot
+    import raydelta.storage.vacuum  # noqa: F401
+
+
+def vacuum_run(uri: str, engine: str, mode: str) -> dict[str, Any]:
+    """Dry-run vacuum through ``benchmarks.vacuum``'s targets, plus this process's peak."""
+    import benchmarks.vacuum as bench
+
+    target = {
+        ("ours", "lite"): bench.ours_lite,
+        ("ours", "full"): bench.ours_full,
+        ("delta-rs", "lite"): bench.deltalake_lite,
+        ("delta-rs", "full"): bench.deltalake_full,
+    }[(engine, mode)]
+    return {**target(uri), "peak_rss_mb": peak_rss_mb()}
+
+
+def vacuum_table_child(num_files: int) -> dict[str, Any]:
+    """``benchmarks.vacuum``'s table of real files (built once, cached by it)."""
+    from benchmarks.vacuum import cached_table
+
+    root, built = cached_table({"num_files": num_files, "num_partitions": 100})
+    return {"uri": root.resolve().as_uri(), **built}
+
+
+# the parent side is in benchmarks.huge_table_series (kept apart: modules stay small)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.huge_table_series import run_series
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100k,1m,3m,10m")
+    parser.add_argument("--workers", default="1,2,4", help="worker node counts for checkpoints")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per step at <= 1M files")
+    parser.add_argument("--commits", type=int, default=20, help="timed commits per size")
+    parser.add_argument("--workdir", default=None, help="copies of the tables go here")
+    parser.add_argument("--no-write", action="store_true")
+    ns = parser.parse_args(argv)
+    sizes = [parse_size(s) for s in ns.sizes.split(",") if s.strip()]
+    workers = [int(n) for n in ns.workers.split(",") if n.strip()]
+    workdir = Path(ns.workdir or Path(tempfile.gettempdir()) / "raydelta-bench-huge")
+    result = run_series(
+        sizes, workers=workers, repeat=ns.repeat, commits=ns.commits, workdir=workdir
+    )
+    failed = [c for c in result["checks"] if not c["ok"]]
+    for check in failed:
+        print(f"CHECK FAILED: {check}", file=sys.stderr)
+    if not ns.no_write:
+        print(f"wrote {write_result(NAME, result)}")
+    return 1 if failed else 0
+
+
+def measure(
+    work: str, args: tuple[Any, ...], *, setup: str | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``measure_once`` with this module's targets; the child's result plus its times."""
+    m = measure_once(
+        f"benchmarks.huge_table:{work}",
+        args,
+        setup=None if setup is None else f"benchmarks.huge_table:{setup}",
+        env=env,
+        timeout_s=7200,
+    )
+    return {**m.result, "seconds": m.seconds, "setup_seconds": m.setup_seconds}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
