@@ -129,17 +129,19 @@ def spark() -> Iterator[Any]:
         pytest.skip("PySpark needs Java 17, which is not on PATH")
     from pyspark.sql import SparkSession
 
-    from tests.delta_spark_jars import delta_jars
+    from tests.delta_spark_jars import delta_jars, s3a_jars
 
     # The one session of the run has the real delta-spark on it (the JVM Delta
-    # source, its SQL extensions and catalog), next to our `raydelta` format.
+    # source, its SQL extensions and catalog), next to our `raydelta` format,
+    # and Hadoop's S3A connector (s3a:// paths; each S3 test points it at the
+    # s3_server fixture's endpoint through the Hadoop configuration).
     session = (
         SparkSession.builder.master("local[2]")
         .appName("raydelta-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.jars", ",".join(str(jar) for jar in delta_jars()))
+        .config("spark.jars", ",".join(str(jar) for jar in delta_jars() + s3a_jars()))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config(
             "spark.sql.catalog.spark_catalog",
