@@ -56,6 +56,7 @@ from raydelta.actors.catalog_auth import ALL_TABLES, Authorizer
 from raydelta.actors.catalog_group_commit import GroupRatifier, Ticket
 from raydelta.actors.catalog_publisher import Publisher
 from raydelta.actors.catalog_tables import ManagedTableCoordinator
+from raydelta.actors.catalog_unity import UnityCatalogMethods
 from raydelta.actors.coordinator import CommitCoordinator
 from raydelta.actors.faults import crash_point
 from raydelta.protocol.actions import Action, Metadata, Protocol, serialize_actions
@@ -124,7 +125,7 @@ at most (its table reloaded from the store first)."""
 @ray.remote(  # type: ignore[call-overload]  # the stubs lack max_concurrency
     num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=32
 )
-class CatalogActor:
+class CatalogActor(UnityCatalogMethods):
     """See the module docstring. Create through :class:`raydelta.Catalog`."""
 
     def __init__(self, store: RatifiedCommitStore, settings: CatalogSettings) -> None:

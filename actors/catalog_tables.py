@@ -348,6 +348,59 @@ class ManagedTableCoordinator(CommitCoordinator):
             published=False,
         )
 
+    def ratify_exact(
+        self, version: int, path: str, actions: Sequence[Action], txn_id: str
+    ) -> CommitCommitted:
+        """Ratify the client's staged file ``path`` as version ``version`` exactly
+        as it is, or refuse: the Unity Catalog commit protocol, where the client
+        chose the version, and backfills ``<v>.json`` from its own file (so the
+        catalog must never rebase or re-stage it: both publishers copy the same
+        bytes). Version ``version`` must be the next one; the file must be a
+        valid final commit (the one validator), keep the feature's requirements
+        and carry a fresh in-commit timestamp. Metadata and protocol changes
+        are taken as written (the caller has checked ALTER)."""
+        if not self.exists:
+            raise TableNotFoundError(f"the catalog holds no version of {self.table_uri}")
+        if version != self.version + 1:
+            raise RatificationError(
+                f"version {version} of {self.table_id} cannot be ratified: the next one is "
+                f"{self.version + 1}",
+                self.table_id,
+                version,
+                self.version,
+            )
+        config = self.table_configuration
+        info = _info(actions)
+        if info is None or info.in_commit_timestamp is None:
+            raise InvalidCommitError(
+                f"staged commit {path!r} has no commitInfo with an inCommitTimestamp "
+                "(a catalog-managed table needs in-commit timestamps)"
+            )
+        if self._last_ict is not None and info.in_commit_timestamp <= self._last_ict:
+            raise InvalidCommitError(
+                f"staged commit {path!r}: inCommitTimestamp {info.in_commit_timestamp} is not "
+                f"after the previous version's {self._last_ict}"
+            )
+        validate_commit(
+            list(actions),
+            is_create=False,
+            table_configuration=config,
+            final=True,
+            table_root=self.table_uri,
+        )
+        check_commit_actions(actions, protocol=config.protocol, metadata=config.metadata)
+        commit = RatifiedCommit.staged(version, path, timestamp=info.in_commit_timestamp)
+        data = self.store.read(commit.staged_name or "")
+        self._ratify(commit, txn_id, data)
+        entry = self._apply(version, list(actions))
+        return CommitCommitted(
+            txn_id=txn_id,
+            version=version,
+            in_commit_timestamp=entry.in_commit_timestamp,
+            attempts=1,
+            published=False,
+        )
+
     def _put_commit(self, version: int, actions: Sequence[Action]) -> None:
         from raydelta.protocol.actions import serialize_actions
 

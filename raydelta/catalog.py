@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from raydelta.actors.checkpoint_results import CheckpointSummary
     from raydelta.storage.metadata_cleanup import MetadataCleanupReport
     from raydelta.storage.vacuum import VacuumReport
+    from raydelta.uc.server import UCServer
 
 DEFAULT_ROOT = "raydelta-catalog"
 """Where the default catalog keeps its store and new tables (relative to the cwd)."""
@@ -349,6 +350,17 @@ class Catalog:
         """Take ``privileges`` on ``table`` back from ``principal`` (needs OWN)."""
         wanted = sorted(parse_privileges(privileges))
         self._get("revoke", principal, table, wanted, self._token(token))
+
+    # --- Unity Catalog's REST API ------------------------------------------------------
+
+    def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> UCServer:
+        """Serve this catalog over Unity Catalog's REST API (``/api/2.1/unity-catalog``)
+        from a background thread; returns a handle with ``.url`` and ``.stop()``.
+        ``port=0`` picks a free port. Requests carry the principals' tokens as
+        bearer tokens (:mod:`raydelta.uc`)."""
+        from raydelta.uc.server import serve
+
+        return serve(self, host=host, port=port)
 
     def _token(self, token: str | None) -> str | None:
         return token if token is not None else self.token

@@ -1,0 +1,765 @@
+"""Unity Catalog's model on the ``Catalog`` actor: catalogs, schemas, staging
+tables, three-level table names, and Unity Catalog's commit protocol.
+
+:class:`UnityCatalogMethods` is mixed into
+:class:`~raydelta.actors.catalog.CatalogActor`; the REST server
+(:mod:`raydelta.uc`) calls these methods, one actor call per request.
+
+Invariants:
+- A table's catalog name is its full name ``catalog.schema.table``; the
+  catalog and schema exist (:class:`~raydelta.storage.catalog_namespaces.NamespaceRegistry`,
+  saved under the catalog's root) before a table is created in them.
+- Privileges are the catalog's own (:mod:`raydelta.actors.catalog_auth`):
+  creating or deleting a catalog or schema needs OWN on every table (the
+  bootstrap principal); creating a table needs an authenticated principal,
+  who then owns it; reading a table's details READ, its data credentials
+  READ or WRITE, dropping it OWN. A Unity Catalog commit is judged by the
+  content of its staged file (:func:`~raydelta.protocol.privileges.required_privileges`):
+  a data-only commit needs WRITE, one that changes metadata, protocol or a
+  system domain ALTER, and a refused commit leaves the table unchanged.
+- Unity Catalog commits (:meth:`UnityCatalogMethods.uc_commit`) are
+  ratified *exactly* as staged, at exactly the version the client chose
+  (:meth:`~raydelta.actors.catalog_tables.ManagedTableCoordinator.ratify_exact`):
+  never rebased or re-staged, so the client's own backfill and the
+  catalog's publisher write the same bytes to ``<v>.json`` (both
+  put-if-absent). A version already taken is a conflict unless it is the
+  same commit again (same staged file, or the same bytes already
+  published): then the replay is answered as a success, exactly once.
+- A managed table whose version 0 the client wrote itself (Unity
+  Catalog's creation: staging table, ``0.json``, then create) is taken over
+  as the upgrade of a filesystem table is: its newest published commit is
+  ratified as the first managed version and marked published.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from raydelta.actors.catalog_auth import ALL_TABLES
+from raydelta.protocol.actions import Metadata, Protocol, parse_actions
+from raydelta.protocol.catalog_managed import (
+    STAGED_PREFIX,
+    RatifiedCommit,
+    check_managed_requirements,
+    requires_catalog,
+)
+from raydelta.protocol.errors import (
+    CatalogManagedTableError,
+    DeltaConcurrentModificationException,
+    InvalidArgumentError,
+    PublishBacklogError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from raydelta.protocol.file_names import STAGED_COMMITS_DIR, LogFileKind, parse_log_file_name
+from raydelta.protocol.privileges import Privilege, required_privileges
+from raydelta.storage.catalog_namespaces import NamespaceRegistry
+from raydelta.storage.log_store import log_store_for
+from raydelta.storage.ratified_store import TableEntry
+from raydelta.storage.snapshot import load_snapshot
+
+if TYPE_CHECKING:
+    from raydelta.actors.catalog_tables import ManagedTableCoordinator
+
+UC_TABLE_ID_PROPERTY = "io.unitycatalog.tableId"
+"""The table property delta-spark's Unity Catalog client reads the table id from."""
+
+
+class NamespaceNotFoundError(TableNotFoundError):
+    """A catalog or schema that does not exist (``kind`` says which)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class NamespaceAlreadyExistsError(TableAlreadyExistsError):
+    """A catalog or schema that exists already (``kind`` says which)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class NamespaceNotEmptyError(InvalidArgumentError):
+    """A catalog or schema still holding schemas or tables (delete with force)."""
+
+
+class CommitVersionConflictError(DeltaConcurrentModificationException):
+    """Unity Catalog's commit-version conflict: the version is taken by another commit."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def split_name(full_name: str, parts: int) -> list[str]:
+    """``full_name`` split into ``parts`` non-empty dot-separated names."""
+    names = full_name.split(".") if isinstance(full_name, str) else []
+    if len(names) != parts or not all(names):
+        what = {2: "catalog.schema", 3: "catalog.schema.table"}[parts]
+        raise InvalidArgumentError(f"expected a full name {what}, got {full_name!r}")
+    return names
+
+
+def same_location(a: str, b: str) -> bool:
+    """Whether two table URIs name one place (``file:/x`` = ``file:///x``, no trailing /)."""
+
+    return _norm(a) == _norm(b)
+
+
+class UnityCatalogMethods:
+    """Mixed into ``CatalogActor`` (module docstring). Relies on the actor's
+    ``_lock``, ``_store``, ``_auth``, ``_settings``, ``_ratifier``,
+    ``_publisher`` and its table methods."""
+
+    _lock: Any
+    _store: Any
+    _auth: Any
+    _settings: Any
+    _ratifier: Any
+    _publisher: Any
+    _uc_registry: NamespaceRegistry | None = None
+
+    if TYPE_CHECKING:  # the actor's
+
+        def _table(self, name: str) -> ManagedTableCoordinator: ...
+
+        def _coordinator(self, entry: TableEntry) -> ManagedTableCoordinator: ...
+
+        def create_table(self, *args: Any, **kwargs: Any) -> TableEntry: ...
+
+        def drop_table(self, name: str, token: str | None) -> TableEntry: ...
+
+    @property
+    def _ns(self) -> NamespaceRegistry:
+        if self._uc_registry is None:
+            self._uc_registry = NamespaceRegistry.load(
+                root=self._settings.root, storage_options=self._settings.storage_options
+            )
+        return self._uc_registry
+
+    def _who(self, token: str | None) -> str:
+        principal: str = self._auth.authenticate(token)
+        return principal
+
+    def _admin(self, token: str | None) -> str:
+        principal = self._who(token)
+        self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
+        return principal
+
+    # --- catalogs and schemas ----------------------------------------------------------
+
+    def uc_metastore_id(self) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, self._settings.root))
+
+    def uc_create_catalog(
+        self, token: str | None, name: str, comment: str | None, properties: Mapping[str, str]
+    ) -> dict[str, Any]:
+        with self._lock:
+            principal = self._admin(token)
+            if not isinstance(name, str) or not name or "." in name:
+                raise InvalidArgumentError(f"invalid catalog name {name!r}")
+            if name in self._ns.catalogs:
+                raise NamespaceAlreadyExistsError(f"catalog {name!r} already exists", "catalog")
+            info = _namespace_info(name, comment, properties, principal)
+            self._ns.catalogs[name] = info
+            self._ns.save()
+            return dict(info)
+
+    def uc_catalogs(self, token: str | None, name: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            self._who(token)
+            if name is not None:
+                return [dict(self._catalog(name))]
+            return [dict(v) for _, v in sorted(self._ns.catalogs.items())]
+
+    def _catalog(self, name: str) -> dict[str, Any]:
+        info = self._ns.catalogs.get(name)
+        if info is None:
+            raise NamespaceNotFoundError(f"catalog {name!r} does not exist", "catalog")
+        return info
+
+    def uc_update_catalog(
+        self, token: str | None, name: str, changes: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        with self._lock:
+            self._admin(token)
+            info = self._catalog(name)
+            return dict(self._update(self._ns.catalogs, name, info, changes, "catalog"))
+
+    def uc_delete_catalog(self, token: str | None, name: str, force: bool) -> None:
+        with self._lock:
+            self._admin(token)
+            self._catalog(name)
+            schemas = self._ns.schemas_of(name)
+            if schemas and not force:
+                raise NamespaceNotEmptyError(
+                    f"catalog {name!r} is not empty (schemas {schemas}); delete with force=true"
+                )
+            for schema in schemas:
+                self._drop_schema(token, schema)
+            del self._ns.catalogs[name]
+            self._ns.save()
+
+    def uc_create_schema(
+        self,
+        token: str | None,
+        catalog: str,
+        name: str,
+        comment: str | None,
+        properties: Mapping[str, str],
+    ) -> dict[str, Any]:
+        with self._lock:
+            principal = self._admin(token)
+            self._catalog(catalog)
+            if not name or "." in name:
+                raise InvalidArgumentError(f"invalid schema name {name!r}")
+            full = f"{catalog}.{name}"
+            if full in self._ns.schemas:
+                raise NamespaceAlreadyExistsError(f"schema {full!r} already exists", "schema")
+            info = _namespace_info(name, comment, properties, principal)
+            info.update(catalog_name=catalog, full_name=full, schema_id=info.pop("id"))
+            self._ns.schemas[full] = info
+            self._ns.save()
+            return dict(info)
+
+    def _schema(self, full: str) -> dict[str, Any]:
+        catalog, _ = split_name(full, 2)
+        self._catalog(catalog)
+        info = self._ns.schemas.get(full)
+        if info is None:
+            raise NamespaceNotFoundError(f"schema {full!r} does not exist", "schema")
+        return info
+
+    def uc_schemas(
+        self, token: str | None, catalog: str | None = None, full_name: str | None = None
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            self._who(token)
+            if full_name is not None:
+                return [dict(self._schema(full_name))]
+            assert catalog is not None
+            self._catalog(catalog)
+            return [dict(self._ns.schemas[k]) for k in self._ns.schemas_of(catalog)]
+
+    def uc_update_schema(
+        self, token: str | None, full_name: str, changes: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        with self._lock:
+            self._admin(token)
+            info = self._schema(full_name)
+            return dict(self._update(self._ns.schemas, full_name, info, changes, "schema"))
+
+    def uc_delete_schema(self, token: str | None, full_name: str, force: bool) -> None:
+        with self._lock:
+            self._admin(token)
+            self._schema(full_name)
+            tables = [t for t in self._ns.tables_of(full_name) if self._store.lookup(t)]
+            if tables and not force:
+                raise NamespaceNotEmptyError(
+                    f"schema {full_name!r} is not empty (tables {tables}); delete with force=true"
+                )
+            self._drop_schema(token, full_name)
+            self._ns.save()
+
+    def _drop_schema(self, token: str | None, full_name: str) -> None:
+        for table in self._ns.tables_of(full_name):
+            if self._store.lookup(table) is not None:
+                self.drop_table(table, token)
+            self._ns.tables.pop(table, None)
+        self._ns.schemas.pop(full_name, None)
+
+    def _update(
+        self,
+        registry: dict[str, dict[str, Any]],
+        key: str,
+        info: dict[str, Any],
+        changes: Mapping[str, Any],
+        kind: str,
+    ) -> dict[str, Any]:
+        info = dict(info)
+        if changes.get("comment") is not None:
+            info["comment"] = changes["comment"]
+        if changes.get("properties") is not None:
+            info["properties"] = {str(k): str(v) for k, v in changes["properties"].items()}
+        new_name = changes.get("new_name")
+        info["updated_at"] = _now_ms()
+        if new_name and new_name != info["name"]:
+            raise InvalidArgumentError(f"renaming a {kind} is not supported")
+        registry[key] = info
+        self._ns.save()
+        return info
+
+    # --- tables ------------------------------------------------------------------------
+
+    def uc_create_staging_table(self, token: str | None, full_name: str) -> dict[str, Any]:
+        """Hand out a table id and a location for a managed table about to be created."""
+        with self._lock:
+            principal = self._who(token)
+            catalog, schema, name = split_name(full_name, 3)
+            self._schema(f"{catalog}.{schema}")
+            if self._store.lookup(full_name) is not None:
+                raise TableAlreadyExistsError(f"table {full_name!r} already exists")
+            table_id = str(uuid.uuid4())
+            location = f"{self._settings.root.rstrip('/')}/{table_id}"
+            self._ns.staging[table_id] = {
+                "full_name": full_name,
+                "location": location,
+                "created_by": principal,
+                "created_at": _now_ms(),
+            }
+            self._ns.save()
+            return {
+                "id": table_id,
+                "name": name,
+                "catalog_name": catalog,
+                "schema_name": schema,
+                "staging_location": location,
+            }
+
+    def uc_create_table(
+        self,
+        token: str | None,
+        full_name: str,
+        *,
+        table_type: str,
+        data_source_format: str,
+        location: str | None,
+        comment: str | None,
+        properties: Mapping[str, str],
+        columns: list[dict[str, Any]],
+        new_table: tuple[Protocol, Metadata] | None = None,
+    ) -> dict[str, Any]:
+        """Create ``full_name``: an external table (a name for a location), a
+        managed table whose version 0 the client wrote (taken over), or a new
+        managed table (``new_table``: its version 0, committed here)."""
+        with self._lock:
+            principal = self._who(token)
+            catalog, schema, _ = split_name(full_name, 3)
+            self._schema(f"{catalog}.{schema}")
+            if self._store.lookup(full_name) is not None:
+                raise TableAlreadyExistsError(f"table {full_name!r} already exists")
+            if table_type == "EXTERNAL":
+                if not location:
+                    raise InvalidArgumentError("an external table needs a storage_location")
+                entry = self._store.register_table(
+                    full_name, location=location, table_id=str(uuid.uuid4()), catalog_managed=False
+                )
+                self._auth.grant_owner(principal, full_name)
+            elif table_type == "MANAGED":
+                entry = self._create_managed(principal, token, full_name, location, new_table)
+            else:
+                raise InvalidArgumentError(
+                    f"table_type {table_type!r} is not supported (MANAGED or EXTERNAL)"
+                )
+            self._ns.tables[full_name] = {
+                "table_type": table_type,
+                "data_source_format": data_source_format,
+                "comment": comment,
+                "properties": dict(properties),
+                "columns": columns,
+                "created_at": _now_ms(),
+                "created_by": principal,
+                "table_id": entry.table_id,
+            }
+            self._ns.save()
+            return self._table_info(full_name, entry)
+
+    def _create_managed(
+        self,
+        principal: str,
+        token: str | None,
+        full_name: str,
+        location: str | None,
+        new_table: tuple[Protocol, Metadata] | None,
+    ) -> TableEntry:
+        staged_id = None
+        if location is not None:
+            for table_id, staging in self._ns.staging.items():
+                if same_location(staging["location"], location):
+                    if staging["full_name"] != full_name:
+                        raise InvalidArgumentError(
+                            f"staging location {location} was handed out for "
+                            f"{staging['full_name']!r}, not {full_name!r}"
+                        )
+                    staged_id, location = table_id, staging["location"]
+        store = (
+            None if location is None else log_store_for(location, self._settings.storage_options)
+        )
+        if store is not None and store.log_exists() and store.list_from(0):
+            entry = self._take_over(principal, full_name, location or "", staged_id)
+        elif new_table is not None:
+            protocol, metadata = new_table
+            table_id = staged_id or str(uuid.uuid4())
+            configuration = {**metadata.configuration, UC_TABLE_ID_PROPERTY: table_id}
+            metadata = metadata.model_copy(update={"configuration": configuration})
+            entry = self.create_table(
+                full_name,
+                token,
+                protocol,
+                metadata,
+                location=location,
+                table_id=table_id,
+                txn_id=str(uuid.uuid4()),
+            )
+        else:
+            raise InvalidArgumentError(
+                f"managed table {full_name!r}: no Delta table at {location} and no columns"
+            )
+        if staged_id is not None:
+            self._ns.staging.pop(staged_id, None)
+        return entry
+
+    def _take_over(
+        self, principal: str, full_name: str, location: str, staged_id: str | None
+    ) -> TableEntry:
+        """Register the catalog-managed table a client created at ``location``."""
+        snapshot = load_snapshot(location, storage_options=self._settings.storage_options)
+        if not requires_catalog(snapshot.protocol):
+            raise CatalogManagedTableError(
+                f"the Delta table at {location} is not catalog-managed: a MANAGED table needs "
+                "the catalogManaged table feature (create it as EXTERNAL instead)",
+                location,
+            )
+        declared = snapshot.metadata.configuration.get(UC_TABLE_ID_PROPERTY)
+        table_id = staged_id or declared or str(uuid.uuid4())
+        if declared is not None and declared != table_id:
+            raise InvalidArgumentError(
+                f"the table at {location} declares {UC_TABLE_ID_PROPERTY}={declared}, "
+                f"the staging table is {table_id}"
+            )
+        store = log_store_for(location, self._settings.storage_options)
+        version = snapshot.version
+        actions = parse_actions(store.read(f"{version:020d}.json"))
+        info = next((a for a in actions if a.__class__.__name__ == "CommitInfo"), None)
+        check_managed_requirements(snapshot.protocol, snapshot.metadata, info)  # type: ignore[arg-type]
+        txn = getattr(info, "txn_id", None) or str(uuid.uuid4())
+        self._store.ratify(table_id, RatifiedCommit.inline(version, actions), txn_id=txn)
+        self._store.mark_published(table_id, version)
+        entry: TableEntry = self._store.register_table(
+            full_name, location=location, table_id=table_id
+        )
+        self._auth.grant_owner(principal, full_name)
+        return entry
+
+    def uc_get_table(self, token: str | None, full_name: str) -> dict[str, Any]:
+        with self._lock:
+            principal = self._who(token)
+            split_name(full_name, 3)
+            entry = self._store.lookup(full_name)
+            if entry is None:
+                raise TableNotFoundError(f"table {full_name!r} does not exist")
+            self._auth.require(principal, full_name, [Privilege.READ])
+            return self._table_info(full_name, entry)
+
+    def uc_list_tables(self, token: str | None, catalog: str, schema: str) -> list[dict[str, Any]]:
+        with self._lock:
+            principal = self._who(token)
+            full = f"{catalog}.{schema}"
+            self._schema(full)
+            out = []
+            for entry in self._store.list_tables():
+                if entry.name.rsplit(".", 1)[0] != full:
+                    continue
+                if self._auth.privileges(principal, entry.name):
+                    out.append(self._table_info(entry.name, entry))
+            return out
+
+    def uc_delete_table(self, token: str | None, full_name: str) -> None:
+        with self._lock:
+            split_name(full_name, 3)
+            self.drop_table(full_name, token)
+            self._ns.tables.pop(full_name, None)
+            self._ns.save()
+
+    def _table_info(self, full_name: str, entry: TableEntry) -> dict[str, Any]:
+        catalog, schema, name = full_name.split(".")
+        info = self._ns.tables.get(full_name, {})
+        described: dict[str, Any] = {
+            "name": name,
+            "catalog_name": catalog,
+            "schema_name": schema,
+            "table_type": info.get(
+                "table_type", "MANAGED" if entry.catalog_managed else "EXTERNAL"
+            ),
+            "data_source_format": info.get("data_source_format", "DELTA"),
+            "storage_location": entry.location,
+            "comment": info.get("comment"),
+            "properties": dict(info.get("properties") or {}),
+            "owner": info.get("created_by"),
+            "created_at": info.get("created_at"),
+            "created_by": info.get("created_by"),
+            "updated_at": info.get("created_at"),
+            "table_id": entry.table_id,
+            "columns": info.get("columns") or [],
+            "schema_string": None,
+            "partition_columns": [],
+        }
+        metadata = self._current_metadata(entry)
+        if metadata is not None:
+            described["schema_string"] = metadata.schema_string
+            described["partition_columns"] = list(metadata.partition_columns)
+            described["properties"] = {**described["properties"], **metadata.configuration}
+            if entry.catalog_managed:
+                described["properties"][UC_TABLE_ID_PROPERTY] = entry.table_id
+            if metadata.description and not described["comment"]:
+                described["comment"] = metadata.description
+        return described
+
+    def _current_metadata(self, entry: TableEntry) -> Metadata | None:
+        try:
+            if entry.catalog_managed:
+                self._ratifier.settle()
+                metadata: Metadata = self._coordinator(entry).table_configuration.metadata
+                return metadata
+            found: Metadata = load_snapshot(
+                entry.location, storage_options=self._settings.storage_options
+            ).metadata
+            return found
+        except (TableNotFoundError, FileNotFoundError):
+            return None
+
+    def uc_table_by_id(
+        self, token: str | None, table_id: str, needed: list[Privilege]
+    ) -> TableEntry:
+        """The table ``table_id`` (or a staging table's location), checking ``needed``."""
+        with self._lock:
+            principal = self._who(token)
+            entry = self._entry_by_id(table_id)
+            if entry is None:
+                staging = self._ns.staging.get(table_id)
+                if staging is None:
+                    raise TableNotFoundError(f"no table with id {table_id!r}")
+                if principal != staging["created_by"]:
+                    self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
+                return TableEntry(
+                    name=staging["full_name"], location=staging["location"], table_id=table_id
+                )
+            self._auth.require(principal, entry.name, needed)
+            return entry
+
+    def uc_path_access(self, token: str | None, url: str, needed: list[Privilege]) -> str | None:
+        """Check access to the storage path ``url``: the privileges ``needed`` on the
+        table holding it, a staging table's creator, or (outside every table) the
+        catalog's owner. Returns the table's name, or None."""
+        with self._lock:
+            principal = self._who(token)
+            for entry in self._store.list_tables():
+                if _within(url, entry.location):
+                    self._auth.require(principal, entry.name, needed)
+                    return str(entry.name)
+            for staging in self._ns.staging.values():
+                if _within(url, staging["location"]):
+                    if principal != staging["created_by"]:
+                        self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
+                    return str(staging["full_name"])
+            if needed == [Privilege.ALTER]:  # creating a table at a fresh path
+                return None
+            self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
+            return None
+
+    def _entry_by_id(self, table_id: str) -> TableEntry | None:
+        return next((e for e in self._store.list_tables() if e.table_id == table_id), None)
+
+    # --- Unity Catalog's commits -------------------------------------------------------
+
+    def _uc_table(self, token: str | None, table_id: str, table_uri: str) -> tuple[str, TableEntry]:
+        principal = self._who(token)
+        entry = self._entry_by_id(table_id)
+        if entry is None:
+            raise TableNotFoundError(f"no table with id {table_id!r}")
+        if not entry.catalog_managed:
+            raise InvalidArgumentError(f"table {entry.name!r} is not a managed table")
+        if not same_location(entry.location, table_uri):
+            raise InvalidArgumentError(
+                f"table {table_id} lives at {entry.location}, not at {table_uri}"
+            )
+        return principal, entry
+
+    def uc_get_commits(
+        self,
+        token: str | None,
+        table_id: str,
+        table_uri: str,
+        start_version: int,
+        end_version: int | None,
+    ) -> dict[str, Any]:
+        """Unbackfilled commits in ``[start, end]`` as Unity Catalog describes them
+        (staged files: name, size, modification time, in-commit timestamp) and
+        the latest version. Inline commits (raydelta's own clients) have no
+        file to name: the answer waits for them to be published first."""
+        deadline = time.monotonic() + 30.0
+        while True:
+            with self._lock:
+                self._ratifier.settle()
+                principal, entry = self._uc_table(token, table_id, table_uri)
+                self._auth.require(principal, entry.name, [Privilege.READ])
+                coordinator = self._table(entry.name)
+                held, latest = coordinator.held_commits(start_version, end_version)
+            inline = [c for c in held if c.path is None]
+            if not inline or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        files = {
+            f.name: f
+            for f in coordinator.store.list_dir(STAGED_COMMITS_DIR)
+            if f.kind is LogFileKind.STAGED_COMMIT
+        }
+        commits = []
+        for commit in held:
+            if commit.path is None:
+                continue
+            name = commit.path[len(STAGED_PREFIX) :]
+            listed = files.get(name)
+            commits.append(
+                {
+                    "version": commit.version,
+                    "timestamp": commit.timestamp,
+                    "file_name": name.rsplit("/", 1)[-1],
+                    "file_size": listed.size if listed is not None else -1,
+                    "file_modification_timestamp": (
+                        listed.modification_time if listed is not None else 0
+                    ),
+                }
+            )
+        return {"commits": commits, "latest_table_version": latest}
+
+    def uc_commit(
+        self,
+        token: str | None,
+        table_id: str,
+        table_uri: str,
+        commit_info: Mapping[str, Any] | None,
+        latest_backfilled_version: int | None,
+    ) -> dict[str, Any]:
+        """Ratify one Unity Catalog commit (module docstring); ``commit_info`` None
+        only reports a backfill (checked, nothing else to do: the catalog
+        publishes itself)."""
+        with self._lock:
+            principal, entry = self._uc_table(token, table_id, table_uri)
+            coordinator = self._table(entry.name)
+            self._ratifier.settle()
+            latest = coordinator.version
+            if latest_backfilled_version is not None and latest_backfilled_version > latest:
+                raise InvalidArgumentError(
+                    f"latest_backfilled_version {latest_backfilled_version} is past the "
+                    f"latest version {latest}"
+                )
+            if commit_info is None:
+                self._auth.require(principal, entry.name, [Privilege.WRITE])
+                return {}
+            version, path = _staged_commit(commit_info)
+            try:
+                data = coordinator.store.read(path[len(STAGED_PREFIX) :])
+            except FileNotFoundError:
+                raise InvalidArgumentError(f"staged commit {path!r} does not exist") from None
+            actions = parse_actions(data)
+            self._auth.require(principal, entry.name, required_privileges(actions))
+            if version <= latest:
+                if self._is_replay(coordinator, version, path, data):
+                    return {}
+                raise CommitVersionConflictError(
+                    f"version {version} of {entry.name!r} is already committed "
+                    f"(latest {latest}); read the new commits and retry",
+                    winning_version=latest,
+                )
+            if version > latest + 1:
+                raise InvalidArgumentError(
+                    f"commit version {version} of {entry.name!r} skips versions: the next "
+                    f"one is {latest + 1}"
+                )
+            backlog = self._publisher.backlog(coordinator.table_id)
+            if backlog >= self._settings.max_unpublished:
+                raise PublishBacklogError(
+                    f"{backlog} ratified commits of {entry.name!r} are not yet published "
+                    f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
+                    setting="max_unpublished",
+                    backlog=backlog,
+                )
+            info = next((a for a in actions if a.__class__.__name__ == "CommitInfo"), None)
+            txn_id = getattr(info, "txn_id", None) or f"uc:{path}"
+            if coordinator.find_committed(txn_id) is not None:
+                raise CommitVersionConflictError(
+                    f"the commit with txnId {txn_id} is already version "
+                    f"{coordinator.find_committed(txn_id)} of {entry.name!r}",
+                    winning_version=latest,
+                )
+            coordinator.ratify_exact(version, path, actions, txn_id)
+            ticket = self._ratifier.last
+        self._ratifier.wait(ticket)  # durable before the reply
+        return {}
+
+    def _is_replay(
+        self, coordinator: ManagedTableCoordinator, version: int, path: str, data: bytes
+    ) -> bool:
+        """Whether ``path`` is what version ``version`` already holds."""
+        held = [c for c in coordinator.held_commits(version, version)[0] if c.version == version]
+        if held:
+            return held[0].path == path
+        try:
+            return bool(coordinator.store.read(f"{version:020d}.json") == data)
+        except FileNotFoundError:
+            return False
+
+
+def _staged_commit(commit_info: Mapping[str, Any]) -> tuple[int, str]:
+    version = commit_info.get("version")
+    file_name = commit_info.get("file_name")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise InvalidArgumentError(f"commit_info.version must be a version, got {version!r}")
+    if not isinstance(file_name, str) or "/" in file_name:
+        raise InvalidArgumentError(f"commit_info.file_name must be a file name, got {file_name!r}")
+    parsed = parse_log_file_name(f"{STAGED_COMMITS_DIR}/{file_name}")
+    if parsed is None or parsed.kind is not LogFileKind.STAGED_COMMIT or parsed.version != version:
+        raise InvalidArgumentError(
+            f"commit_info.file_name {file_name!r} is not a staged commit of version {version} "
+            "(<version>.<uuid>.json)"
+        )
+    return version, f"{STAGED_PREFIX}{STAGED_COMMITS_DIR}/{file_name}"
+
+
+def _within(url: str, location: str) -> bool:
+    """Whether the path ``url`` is ``location`` or inside it."""
+    a, b = _norm(url), _norm(location)
+    return a == b or a.startswith(b + "/")
+
+
+def _norm(uri: str) -> str:
+    uri = uri.rstrip("/")
+    if uri.startswith("file:///"):
+        return "file:" + uri[len("file://") :]
+    if uri.startswith("/"):
+        return "file:" + uri
+    return uri
+
+
+def _namespace_info(
+    name: str, comment: str | None, properties: Mapping[str, str], principal: str
+) -> dict[str, Any]:
+    now = _now_ms()
+    return {
+        "name": name,
+        "comment": comment,
+        "properties": {str(k): str(v) for k, v in (properties or {}).items()},
+        "owner": principal,
+        "created_at": now,
+        "created_by": principal,
+        "updated_at": now,
+        "id": str(uuid.uuid4()),
+    }
+
+
+__all__ = [
+    "UC_TABLE_ID_PROPERTY",
+    "CommitVersionConflictError",
+    "NamespaceAlreadyExistsError",
+    "NamespaceNotEmptyError",
+    "NamespaceNotFoundError",
+    "UnityCatalogMethods",
+    "same_location",
+    "split_name",
+]
