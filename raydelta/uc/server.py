@@ -4,7 +4,7 @@
 of Unity Catalog's REST API (``/api/2.1/unity-catalog/...``) that Unity
 Catalog's connectors and commit coordinator clients use; :func:`serve`
 runs it on a background thread and returns a :class:`UCServer` handle
-(``.url``, ``.stop()``); :func:`run` runs it in the foreground (the CLI).
+(``.url``, ``.stop()``).
 
 Invariants:
 - Every request is answered by one call to the catalog actor, made with the
@@ -226,9 +226,4 @@ def serve(catalog: Catalog, *, host: str = "127.0.0.1", port: int = 0) -> UCServ
     return UCServer(host, int(started["port"]), started["runner"], loop, thread)
 
 
-def run(catalog: Catalog, *, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve ``catalog`` in the foreground until interrupted (the CLI)."""
-    web.run_app(create_app(catalog), host=host, port=port, print=None, access_log=None)
-
-
-__all__ = ["API_PREFIX", "UCServer", "bearer_token", "create_app", "run", "serve"]
+__all__ = ["API_PREFIX", "UCServer", "bearer_token", "create_app", "serve"]

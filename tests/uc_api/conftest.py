@@ -132,3 +132,161 @@ def sdk_configuration(server: UCServerFixture, token: str | None) -> Any:
     if token is not None:
         configuration.access_token = token
     return configuration
+
+
+# --- writing like a Unity Catalog client (delta-spark's coordinator) -----------------------
+
+_last_ict = [0]
+
+
+def next_ict() -> int:
+    """A fresh in-commit timestamp (ms), strictly after every one handed out before."""
+    import time
+
+    _last_ict[0] = max(int(time.time() * 1000), _last_ict[0] + 1)
+    return _last_ict[0]
+
+
+def local_path(location: str) -> Path:
+    """The local directory of a ``file:`` location."""
+    if location.startswith("file://"):
+        return Path(location[len("file://") :])
+    if location.startswith("file:"):
+        return Path(location[len("file:") :])
+    return Path(location)
+
+
+def data_file(location: str, ids: list[int]) -> dict[str, Any]:
+    """Write a parquet file of ``ids`` (column ``id``) into the table; its ``add`` action."""
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    name = f"part-{uuid.uuid4()}.parquet"
+    path = local_path(location) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), path)
+    stats = {"numRecords": len(ids)}
+    if ids:
+        stats.update(minValues={"id": min(ids)}, maxValues={"id": max(ids)}, nullCount={"id": 0})
+    return {
+        "add": {
+            "path": name,
+            "partitionValues": {},
+            "size": path.stat().st_size,
+            "modificationTime": int(time.time() * 1000),
+            "dataChange": True,
+            "stats": json.dumps(stats),
+        }
+    }
+
+
+def stage_commit(
+    location: str,
+    version: int,
+    actions: list[dict[str, Any]],
+    *,
+    operation: str = "WRITE",
+    ict: int | None = None,
+) -> dict[str, Any]:
+    """Write ``_delta_log/_staged_commits/<version>.<uuid>.json`` (commitInfo first, as
+    delta-spark does) and return the ``commit_info`` a client sends for it."""
+    stamp = next_ict() if ict is None else ict
+    info = {
+        "commitInfo": {
+            "inCommitTimestamp": stamp,
+            "timestamp": stamp,
+            "operation": operation,
+            "operationParameters": {},
+            "isBlindAppend": all("add" in a for a in actions),
+            "txnId": str(uuid.uuid4()),
+            "engineInfo": "tests/uc_api",
+        }
+    }
+    name = f"{version:020d}.{uuid.uuid4()}.json"
+    staged = local_path(location) / "_delta_log" / "_staged_commits" / name
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_text("".join(json.dumps(a) + "\n" for a in [info, *actions]))
+    status = staged.stat()
+    return {
+        "version": version,
+        "timestamp": stamp,
+        "file_name": name,
+        "file_size": status.st_size,
+        "file_modification_timestamp": int(status.st_mtime * 1000),
+    }
+
+
+def table_metadata(location: str) -> dict[str, Any]:
+    """The ``metaData`` action of the table's published version 0."""
+    first = local_path(location) / "_delta_log" / f"{0:020d}.json"
+    for line in first.read_text().splitlines():
+        action = json.loads(line)
+        if "metaData" in action:
+            return dict(action["metaData"])
+    raise AssertionError(f"no metaData in {first}")
+
+
+def create_uc_table(
+    server: UCServerFixture,
+    name: str = "events",
+    *,
+    token: str | None = None,
+    catalog: str = "main",
+    schema: str = "default",
+) -> dict[str, Any]:
+    """Create catalog ``catalog``, schema ``schema`` (if missing) and the managed
+    table ``name`` (one ``id bigint`` column) over HTTP; its ``TableInfo``."""
+    admin = server.admin_token
+    server.request("POST", "/catalogs", {"name": catalog}, token=admin)
+    server.request("POST", "/schemas", {"catalog_name": catalog, "name": schema}, token=admin)
+    status, info = server.request(
+        "POST",
+        "/tables",
+        {
+            "catalog_name": catalog,
+            "schema_name": schema,
+            "name": name,
+            "table_type": "MANAGED",
+            "data_source_format": "DELTA",
+            "columns": [{"name": "id", "type_name": "LONG", "type_text": "bigint", "position": 0}],
+        },
+        token=token or admin,
+    )
+    assert status == 200, info
+    return dict(info)
+
+
+def post_commit(
+    server: UCServerFixture,
+    table: dict[str, Any],
+    commit_info: dict[str, Any] | None,
+    *,
+    token: str | None = None,
+    latest_backfilled_version: int | None = None,
+) -> tuple[int, Any]:
+    body: dict[str, Any] = {"table_id": table["table_id"], "table_uri": table["storage_location"]}
+    if commit_info is not None:
+        body["commit_info"] = commit_info
+    if latest_backfilled_version is not None:
+        body["latest_backfilled_version"] = latest_backfilled_version
+    return server.request("POST", "/delta/preview/commits", body, token=token or server.admin_token)
+
+
+def get_commits(
+    server: UCServerFixture,
+    table: dict[str, Any],
+    start_version: int = 0,
+    end_version: int | None = None,
+    *,
+    token: str | None = None,
+) -> tuple[int, Any]:
+    body: dict[str, Any] = {
+        "table_id": table["table_id"],
+        "table_uri": table["storage_location"],
+        "start_version": start_version,
+    }
+    if end_version is not None:
+        body["end_version"] = end_version
+    return server.request("GET", "/delta/preview/commits", body, token=token or server.admin_token)
