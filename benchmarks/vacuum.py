@@ -155,18 +155,20 @@ def cached_table(params: dict[str, Any], *, rebuild: bool = False) -> tuple[Path
 
 
 def ours_setup() -> None:
-    import raydelta.storage.snapshot
-    import raydelta.storage.vacuum  # noqa: F401
+    import raydelta.storage.vacuum
+    import raydelta.storage.vacuum_log  # noqa: F401
 
 
 def _ours(uri: str, lite: bool) -> dict[str, Any]:
-    from raydelta.storage.snapshot import load_snapshot
+    from raydelta.storage.log_store import log_store_for
     from raydelta.storage.vacuum import vacuum
+    from raydelta.storage.vacuum_log import load_vacuum_view
 
     started = time.perf_counter()
-    snapshot = load_snapshot(uri)
+    store = log_store_for(uri)
+    view = load_vacuum_view(uri, store)
     opened = time.perf_counter()
-    report = vacuum(uri, lite=lite, dry_run=True, snapshot=snapshot)
+    report = vacuum(uri, lite=lite, dry_run=True, store=store, snapshot=view)
     done = time.perf_counter()
     return {
         "num_files": report.num_files,

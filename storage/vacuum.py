@@ -26,7 +26,11 @@ Invariants:
 - A retention shorter than ``delta.deletedFileRetentionDuration`` raises
   :class:`RetentionTooShortError` unless ``force``.
 - ``dry_run`` deletes nothing and returns the same list a real run would
-  delete. ``after_delete(path)`` is called after each deletion.
+  delete. ``after_delete(path)`` is called after each deletion, in order.
+- Deletions are batched: up to :data:`DELETE_BATCH` files at once on
+  threads, batches growing from one file, each batch finished (and its
+  ``after_delete`` calls made) before the next starts. Every deletion is
+  checked as before (a regular file inside the root's real path).
 - Listing is pluggable (:data:`~raydelta.storage.vacuum_listing.Lister`):
   the CleanupActor fans
   :func:`~raydelta.storage.vacuum_listing.list_tree` out over Ray tasks.
@@ -37,9 +41,9 @@ from __future__ import annotations
 import logging
 import os
 import re
-import stat
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -58,13 +62,20 @@ from raydelta.protocol.cleanup_rules import (
     vacuum_cutoff_timestamp,
 )
 from raydelta.storage.log_store import LogStore, log_store_for
-from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
+from raydelta.storage.snapshot import Snapshot
+from raydelta.storage.vacuum_existence import (
+    CANDIDATES_SCHEMA,
+    LocalGuard,
+    fsspec_existence,
+    local_existing,
+)
 from raydelta.storage.vacuum_listing import (
     LISTING_SCHEMA,
     DirectoryListing,
     Lister,
-    list_sequential,
+    list_parallel,
 )
+from raydelta.storage.vacuum_log import VacuumLogView, load_vacuum_view
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +88,6 @@ MAX_WARNINGS_LOGGED = 20
 # Paths that need the full resolver: escapes, URIs, absolute, dot segments, empty segments.
 _NEEDS_RESOLVING = r"[%:\\]|^/|(^|/)\.\.?(/|$)|//"
 _MAYBE_HIDDEN = re.compile(r"(^|/)[_.]")
-SCAN_DIRECTORY_MIN_CANDIDATES = 64
-"""Lite mode scans a directory once when it holds at least this many candidates."""
 
 
 class IgnoredPath(BaseModel):
@@ -132,7 +141,7 @@ class VacuumReport(BaseModel):
 # --- what the log protects ------------------------------------------------------------------
 
 
-_CANDIDATES_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("size", pa.int64())])
+_CANDIDATES_SCHEMA = CANDIDATES_SCHEMA
 
 
 @dataclass
@@ -176,7 +185,7 @@ def _dv_paths(table: pa.Table) -> list[str]:
     return out
 
 
-def log_paths(snapshot: Snapshot, root: TableRoot, *, cutoff_ms: int) -> _LogPaths:
+def log_paths(snapshot: Snapshot | VacuumLogView, root: TableRoot, *, cutoff_ms: int) -> _LogPaths:
     """Protected relative paths, and the expired tombstones' files (and DVs).
 
     Plain relative paths (no escapes, no scheme, no dot segments: what writers
@@ -277,7 +286,7 @@ def _removable_dirs(listing: DirectoryListing, doomed: set[str], cutoff_ms: int)
 
 
 def plan_vacuum(
-    snapshot: Snapshot,
+    snapshot: Snapshot | VacuumLogView,
     store: LogStore,
     *,
     retention_hours: float | None = None,
@@ -304,7 +313,7 @@ def plan_vacuum(
         dirs: list[str] = []
         num_listed = None
     else:
-        listing = (lister or list_sequential)(store, partition_columns, paths.protected)
+        listing = (lister or list_parallel)(store, partition_columns, paths.protected)
         for link in listing.symlinks:
             logger.info("vacuum: not following or deleting symlink %s", link)
         mtimes = listing.files.column("modification_time")
@@ -365,9 +374,9 @@ def _lite_candidates(
             keep.append(not hidden)
         candidates = candidates.filter(pa.array(keep, pa.bool_()))
     if store.on_local_disk:
-        found = _local_existing(store, candidates, ignored)
+        found = local_existing(store, candidates, ignored)
     else:
-        exists, sizes = _fsspec_existence(store, candidates)
+        exists, sizes = fsspec_existence(store, candidates)
         kept = candidates.filter(pa.array(exists, pa.bool_()))
         found = pa.table(
             [kept.column("path"), pa.array(sizes, pa.int64())], schema=_CANDIDATES_SCHEMA
@@ -378,113 +387,22 @@ def _lite_candidates(
     )
 
 
-def _local_existing(store: LogStore, candidates: pa.Table, ignored: dict[str, str]) -> pa.Table:
-    """The candidates that are regular files inside the root, with their sizes."""
-    guard = _LocalGuard(store.table_root)
-    paths = candidates.column("path")
-    pieces = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
-    parents = pc.if_else(pc.equal(pc.list_value_length(pieces), 2), pc.list_element(pieces, 0), "")
-    counts = pc.value_counts(parents)
-    outside: list[str] = []
-    scan: list[str] = []
-    for parent, count in zip(
-        counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True
-    ):
-        if parent and not guard.parent_inside(parent):
-            outside.append(parent)
-        elif count >= SCAN_DIRECTORY_MIN_CANDIDATES:
-            scan.append(parent)
-    existing: list[str] = []
-    for parent in scan:
-        prefix = f"{parent}/" if parent else ""
-        existing.extend(prefix + name for name in guard.regular_files(parent))
-    is_outside = pc.is_in(parents, value_set=pa.array(outside, pa.string()))
-    for relative in pc.filter(paths, is_outside).to_pylist():
-        ignored.setdefault(relative, "leaves the table root through a symlink")
-    # Scanned directory and a size from the log: no system call per file.
-    fast = pc.and_(
-        pc.is_in(parents, value_set=pa.array(scan, pa.string())),
-        pc.is_valid(candidates.column("size")),
-    )
-    quick = candidates.filter(
-        pc.and_(fast, pc.is_in(paths, value_set=pa.array(existing, pa.string())))
-    )
-    slow = candidates.filter(pc.and_(pc.invert(fast), pc.invert(is_outside)))
-    slow_paths: list[str] = []
-    slow_sizes: list[int] = []
-    for relative, size in zip(
-        slow.column("path").to_pylist(), slow.column("size").to_pylist(), strict=True
-    ):
-        info = guard.stat_inside(relative)
-        if info is not None:
-            slow_paths.append(relative)
-            slow_sizes.append(info.st_size if size is None else size)
-    return pa.concat_tables(
-        [
-            quick,
-            pa.table(
-                [pa.array(slow_paths, pa.string()), pa.array(slow_sizes, pa.int64())],
-                schema=_CANDIDATES_SCHEMA,
-            ),
-        ]
-    )
+DELETE_BATCH = 1024
+"""Most deletions in flight at once; batches grow 1, 2, 4, ... up to it."""
+DELETE_THREADS = 8
+"""Threads deleting one batch (``unlink`` and object-store requests release the GIL)."""
 
 
-def _fsspec_existence(store: LogStore, candidates: pa.Table) -> tuple[list[bool], list[int]]:
-    exists: list[bool] = []
-    sizes: list[int] = []
-    for relative, size in zip(
-        candidates.column("path").to_pylist(), candidates.column("size").to_pylist(), strict=True
-    ):
-        try:
-            info = store.fs.info(f"{store.table_root}/{relative}")
-        except FileNotFoundError:
-            exists.append(False)
-            continue
-        regular = info.get("type") == "file"
-        exists.append(regular)
-        if regular:
-            sizes.append(int(info.get("size") or 0) if size is None else size)
-    return exists, sizes
-
-
-class _LocalGuard:
-    """Local-disk check that a relative path really lies inside the root."""
-
-    def __init__(self, root: str) -> None:
-        self.root = root
-        self.real_root = os.path.realpath(root)
-        self._parents: dict[str, bool] = {}
-
-    def parent_inside(self, parent: str) -> bool:
-        known = self._parents.get(parent)
-        if known is None:
-            real = os.path.realpath(os.path.join(self.root, parent) if parent else self.root)
-            known = real == self.real_root or real.startswith(self.real_root + os.sep)
-            self._parents[parent] = known
-        return known
-
-    def regular_files(self, parent: str) -> set[str]:
-        """Names of the regular files (not symlinks) directly in ``parent``."""
-        try:
-            with os.scandir(os.path.join(self.root, parent) if parent else self.root) as it:
-                return {e.name for e in it if e.is_file(follow_symlinks=False)}
-        except (FileNotFoundError, NotADirectoryError):
-            return set()
-
-    def stat_inside(self, relative: str) -> os.stat_result | None:
-        """``lstat`` of a regular file inside the root; None when missing or refused."""
-        parent = relative.rpartition("/")[0]
-        if parent and not self.parent_inside(parent):
-            logger.warning("vacuum: %s leaves the table root through a symlink; skipped", relative)
-            return None
-        try:
-            info = os.lstat(self.root + "/" + relative)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        return info
+def _delete_batches(count: int) -> list[range]:
+    """Index ranges of the deletion batches: 1, 2, 4, ... files, then DELETE_BATCH each
+    (a small VACUUM never deletes more at once than it needs to)."""
+    batches = []
+    start, size = 0, 1
+    while start < count:
+        batches.append(range(start, min(count, start + size)))
+        start += size
+        size = min(size * 2, DELETE_BATCH)
+    return batches
 
 
 def execute_vacuum(
@@ -494,33 +412,46 @@ def execute_vacuum(
     after_delete: AfterDelete | None = None,
     progress: Progress | None = None,
 ) -> tuple[list[str], int, list[str]]:
-    """Delete the planned files, then the emptied directories.
+    """Delete the planned files in batches on threads, then the emptied directories.
 
-    Returns ``(deleted, bytes, dirs_removed)``; files found missing are not counted.
+    ``after_delete`` and ``progress`` run in this thread, in the plan's order,
+    once each file's batch is done. Returns ``(deleted, bytes, dirs_removed)``;
+    files found missing are not counted.
     """
     paths = plan.files.column("path").to_pylist()
     sizes = plan.files.column("size").to_pylist()
     deleted: list[str] = []
     total = 0
     local = store.on_local_disk
-    guard = _LocalGuard(store.table_root) if local else None
-    for index, (relative, size) in enumerate(zip(paths, sizes, strict=True)):
+    guard = LocalGuard(store.table_root) if local else None
+
+    def delete(relative: str) -> bool:
         full = f"{store.table_root}/{relative}"
         try:
             if guard is not None:
                 if guard.stat_inside(relative) is None:
-                    continue
+                    return False
                 os.unlink(full)
             else:
                 store.fs.rm_file(full)
         except FileNotFoundError:
-            continue
-        deleted.append(relative)
-        total += size
-        if after_delete is not None:
-            after_delete(relative)
-        if progress is not None:
-            progress("deleting files", index + 1, len(paths))
+            return False
+        return True
+
+    with ThreadPoolExecutor(
+        max_workers=DELETE_THREADS, thread_name_prefix="raydelta-vacuum"
+    ) as pool:
+        for batch in _delete_batches(len(paths)):
+            done = list(pool.map(delete, [paths[i] for i in batch]))
+            for index, gone in zip(batch, done, strict=True):
+                if not gone:
+                    continue
+                deleted.append(paths[index])
+                total += sizes[index]
+                if after_delete is not None:
+                    after_delete(paths[index])
+                if progress is not None:
+                    progress("deleting files", index + 1, len(paths))
     removed = []
     if local:
         for directory in plan.dirs:
@@ -542,7 +473,7 @@ def vacuum(
     now_ms: int | None = None,
     storage_options: dict[str, Any] | None = None,
     store: LogStore | None = None,
-    snapshot: Snapshot | None = None,
+    snapshot: Snapshot | VacuumLogView | None = None,
     lister: Lister | None = None,
     after_delete: AfterDelete | None = None,
     progress: Progress | None = None,
@@ -561,7 +492,8 @@ def vacuum(
     store = store or log_store_for(uri, storage_options)
     if progress is not None:
         progress("loading snapshot", 0, 0)
-    snapshot = snapshot or load_snapshot_from_store(uri, store)
+    if snapshot is None:
+        snapshot = load_vacuum_view(uri, store)
     if progress is not None:
         progress("planning", 0, 0)
     plan = plan_vacuum(
