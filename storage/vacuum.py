@@ -152,6 +152,9 @@ class _LogPaths:
     """Expired tombstones' files and DVs that may be deleted: ``path``, ``size``
     (as the log records it; null when it does not)."""
     ignored: dict[str, str] = field(default_factory=dict)
+    expired_unique: bool = False
+    """Whether ``expired`` holds each path once (plain paths of tombstones without
+    deletion vectors: one row per path in a reconciled state)."""
 
     @cached_property
     def protected(self) -> frozenset[str]:
@@ -230,7 +233,15 @@ def log_paths(snapshot: Snapshot | VacuumLogView, root: TableRoot, *, cutoff_ms:
             ),
         ]
     )
-    return _LogPaths(pa.concat_arrays(protected), candidates, ignored)
+    unique = not deletable and not ignored and _no_dvs(expired)
+    return _LogPaths(pa.concat_arrays(protected), candidates, ignored, unique)
+
+
+def _no_dvs(table: pa.Table) -> bool:
+    if "deletionVector" not in table.column_names:
+        return True
+    column = table.column("deletionVector")
+    return bool(column.null_count == len(column))
 
 
 # --- planning and running -------------------------------------------------------------------
@@ -354,7 +365,10 @@ def _lite_candidates(
     ``stat``) instead of one ``lstat`` per candidate.
     """
     candidates = paths.expired
-    if pc.count_distinct(candidates.column("path")).as_py() != candidates.num_rows:
+    if (
+        not paths.expired_unique
+        and pc.count_distinct(candidates.column("path")).as_py() != candidates.num_rows
+    ):
         grouped = candidates.group_by("path").aggregate([("size", "max")])
         candidates = pa.table(
             [grouped.column("path"), grouped.column("size_max")], schema=_CANDIDATES_SCHEMA

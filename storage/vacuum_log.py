@@ -185,19 +185,21 @@ def _rows(table: pa.Table, action: str, schema: pa.Schema) -> pa.Table:
     """The non-null ``action`` rows of a checkpoint table, in ``schema``."""
     if action not in table.column_names:
         return schema.empty_table()
-    column = table.column(action)
-    present = table.filter(pc.is_valid(pc.struct_field(column, "path")))
-    column = present.column(action).combine_chunks()
+    column = table.column(action).combine_chunks()
     arrays = []
-    for field in schema:
+    for field in schema:  # flat columns first: filtering them is cheaper than the struct
         if column.type.get_field_index(field.name) < 0:
             arrays.append(pa.nulls(len(column), field.type))
             continue
         value = column.field(field.name)
         if field.name == "deletionVector":
+            if value.null_count == len(value):
+                arrays.append(pa.nulls(len(value), field.type))
+                continue
             value = _dv_struct(value)
         arrays.append(value.cast(field.type))
-    return pa.table(arrays, schema=schema)
+    flat = pa.table(arrays, schema=schema)
+    return flat.filter(pc.is_valid(flat.column("path")))
 
 
 def _dv_struct(value: pa.Array) -> pa.Array:
