@@ -39,30 +39,37 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raydelta.actors.catalog_auth import ALL_TABLES
+from raydelta.actors.catalog_unity_commits import (
+    UnityCommitMethods,
+    normalize_location,
+    same_location,
+)
 from raydelta.protocol.actions import Metadata, Protocol, parse_actions
 from raydelta.protocol.catalog_managed import (
-    STAGED_PREFIX,
     RatifiedCommit,
     check_managed_requirements,
     requires_catalog,
 )
 from raydelta.protocol.errors import (
     CatalogManagedTableError,
-    DeltaConcurrentModificationException,
     InvalidArgumentError,
-    PublishBacklogError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from raydelta.protocol.file_names import STAGED_COMMITS_DIR, LogFileKind, parse_log_file_name
-from raydelta.protocol.privileges import Privilege, required_privileges
+from raydelta.protocol.file_names import LogFileKind, commit_name
+from raydelta.protocol.privileges import Privilege
 from raydelta.storage.catalog_namespaces import NamespaceRegistry
 from raydelta.storage.log_store import log_store_for
 from raydelta.storage.ratified_store import TableEntry
 from raydelta.storage.snapshot import load_snapshot
 
 if TYPE_CHECKING:
+    from raydelta.actors.catalog import CatalogSettings
+    from raydelta.actors.catalog_auth import Authorizer
+    from raydelta.actors.catalog_group_commit import GroupRatifier
+    from raydelta.actors.catalog_publisher import Publisher
     from raydelta.actors.catalog_tables import ManagedTableCoordinator
+    from raydelta.storage.ratified_store import RatifiedCommitStore
 
 UC_TABLE_ID_PROPERTY = "io.unitycatalog.tableId"
 """The table property delta-spark's Unity Catalog client reads the table id from."""
@@ -88,10 +95,6 @@ class NamespaceNotEmptyError(InvalidArgumentError):
     """A catalog or schema still holding schemas or tables (delete with force)."""
 
 
-class CommitVersionConflictError(DeltaConcurrentModificationException):
-    """Unity Catalog's commit-version conflict: the version is taken by another commit."""
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -105,23 +108,17 @@ def split_name(full_name: str, parts: int) -> list[str]:
     return names
 
 
-def same_location(a: str, b: str) -> bool:
-    """Whether two table URIs name one place (``file:/x`` = ``file:///x``, no trailing /)."""
-
-    return _norm(a) == _norm(b)
-
-
-class UnityCatalogMethods:
+class UnityCatalogMethods(UnityCommitMethods):
     """Mixed into ``CatalogActor`` (module docstring). Relies on the actor's
     ``_lock``, ``_store``, ``_auth``, ``_settings``, ``_ratifier``,
     ``_publisher`` and its table methods."""
 
     _lock: Any
-    _store: Any
-    _auth: Any
-    _settings: Any
-    _ratifier: Any
-    _publisher: Any
+    _store: RatifiedCommitStore
+    _auth: Authorizer
+    _settings: CatalogSettings
+    _ratifier: GroupRatifier
+    _publisher: Publisher
     _uc_registry: NamespaceRegistry | None = None
 
     if TYPE_CHECKING:  # the actor's
@@ -418,7 +415,17 @@ class UnityCatalogMethods:
         self, principal: str, full_name: str, location: str, staged_id: str | None
     ) -> TableEntry:
         """Register the catalog-managed table a client created at ``location``."""
-        snapshot = load_snapshot(location, storage_options=self._settings.storage_options)
+        store = log_store_for(location, self._settings.storage_options)
+        published = [f.version for f in store.list_from(0) if f.kind is LogFileKind.COMMIT]
+        if not published:
+            raise TableNotFoundError(f"no Delta table at {location}")
+        version = max(v for v in published if v is not None)
+        snapshot = load_snapshot(  # the client's published log is all there is yet
+            location,
+            storage_options=self._settings.storage_options,
+            ratified_commits=[],
+            latest_ratified_version=version,
+        )
         if not requires_catalog(snapshot.protocol):
             raise CatalogManagedTableError(
                 f"the Delta table at {location} is not catalog-managed: a MANAGED table needs "
@@ -432,9 +439,7 @@ class UnityCatalogMethods:
                 f"the table at {location} declares {UC_TABLE_ID_PROPERTY}={declared}, "
                 f"the staging table is {table_id}"
             )
-        store = log_store_for(location, self._settings.storage_options)
-        version = snapshot.version
-        actions = parse_actions(store.read(f"{version:020d}.json"))
+        actions = parse_actions(store.read(commit_name(version)))
         info = next((a for a in actions if a.__class__.__name__ == "CommitInfo"), None)
         check_managed_requirements(snapshot.protocol, snapshot.metadata, info)  # type: ignore[arg-type]
         txn = getattr(info, "txn_id", None) or str(uuid.uuid4())
@@ -446,14 +451,17 @@ class UnityCatalogMethods:
         self._auth.grant_owner(principal, full_name)
         return entry
 
-    def uc_get_table(self, token: str | None, full_name: str) -> dict[str, Any]:
+    def uc_get_table(
+        self, token: str | None, full_name: str, needed: list[Privilege] | None = None
+    ) -> dict[str, Any]:
+        """The table's description; the caller needs ``needed`` (default READ)."""
         with self._lock:
             principal = self._who(token)
             split_name(full_name, 3)
             entry = self._store.lookup(full_name)
             if entry is None:
                 raise TableNotFoundError(f"table {full_name!r} does not exist")
-            self._auth.require(principal, full_name, [Privilege.READ])
+            self._auth.require(principal, full_name, needed or [Privilege.READ])
             return self._table_info(full_name, entry)
 
     def uc_list_tables(self, token: str | None, catalog: str, schema: str) -> list[dict[str, Any]]:
@@ -520,7 +528,7 @@ class UnityCatalogMethods:
                 entry.location, storage_options=self._settings.storage_options
             ).metadata
             return found
-        except (TableNotFoundError, FileNotFoundError):
+        except (TableNotFoundError, FileNotFoundError, CatalogManagedTableError):
             return None
 
     def uc_table_by_id(
@@ -562,179 +570,11 @@ class UnityCatalogMethods:
             self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
             return None
 
-    def _entry_by_id(self, table_id: str) -> TableEntry | None:
-        return next((e for e in self._store.list_tables() if e.table_id == table_id), None)
-
-    # --- Unity Catalog's commits -------------------------------------------------------
-
-    def _uc_table(self, token: str | None, table_id: str, table_uri: str) -> tuple[str, TableEntry]:
-        principal = self._who(token)
-        entry = self._entry_by_id(table_id)
-        if entry is None:
-            raise TableNotFoundError(f"no table with id {table_id!r}")
-        if not entry.catalog_managed:
-            raise InvalidArgumentError(f"table {entry.name!r} is not a managed table")
-        if not same_location(entry.location, table_uri):
-            raise InvalidArgumentError(
-                f"table {table_id} lives at {entry.location}, not at {table_uri}"
-            )
-        return principal, entry
-
-    def uc_get_commits(
-        self,
-        token: str | None,
-        table_id: str,
-        table_uri: str,
-        start_version: int,
-        end_version: int | None,
-    ) -> dict[str, Any]:
-        """Unbackfilled commits in ``[start, end]`` as Unity Catalog describes them
-        (staged files: name, size, modification time, in-commit timestamp) and
-        the latest version. Inline commits (raydelta's own clients) have no
-        file to name: the answer waits for them to be published first."""
-        deadline = time.monotonic() + 30.0
-        while True:
-            with self._lock:
-                self._ratifier.settle()
-                principal, entry = self._uc_table(token, table_id, table_uri)
-                self._auth.require(principal, entry.name, [Privilege.READ])
-                coordinator = self._table(entry.name)
-                held, latest = coordinator.held_commits(start_version, end_version)
-            inline = [c for c in held if c.path is None]
-            if not inline or time.monotonic() >= deadline:
-                break
-            time.sleep(0.005)
-        files = {
-            f.name: f
-            for f in coordinator.store.list_dir(STAGED_COMMITS_DIR)
-            if f.kind is LogFileKind.STAGED_COMMIT
-        }
-        commits = []
-        for commit in held:
-            if commit.path is None:
-                continue
-            name = commit.path[len(STAGED_PREFIX) :]
-            listed = files.get(name)
-            commits.append(
-                {
-                    "version": commit.version,
-                    "timestamp": commit.timestamp,
-                    "file_name": name.rsplit("/", 1)[-1],
-                    "file_size": listed.size if listed is not None else -1,
-                    "file_modification_timestamp": (
-                        listed.modification_time if listed is not None else 0
-                    ),
-                }
-            )
-        return {"commits": commits, "latest_table_version": latest}
-
-    def uc_commit(
-        self,
-        token: str | None,
-        table_id: str,
-        table_uri: str,
-        commit_info: Mapping[str, Any] | None,
-        latest_backfilled_version: int | None,
-    ) -> dict[str, Any]:
-        """Ratify one Unity Catalog commit (module docstring); ``commit_info`` None
-        only reports a backfill (checked, nothing else to do: the catalog
-        publishes itself)."""
-        with self._lock:
-            principal, entry = self._uc_table(token, table_id, table_uri)
-            coordinator = self._table(entry.name)
-            self._ratifier.settle()
-            latest = coordinator.version
-            if latest_backfilled_version is not None and latest_backfilled_version > latest:
-                raise InvalidArgumentError(
-                    f"latest_backfilled_version {latest_backfilled_version} is past the "
-                    f"latest version {latest}"
-                )
-            if commit_info is None:
-                self._auth.require(principal, entry.name, [Privilege.WRITE])
-                return {}
-            version, path = _staged_commit(commit_info)
-            try:
-                data = coordinator.store.read(path[len(STAGED_PREFIX) :])
-            except FileNotFoundError:
-                raise InvalidArgumentError(f"staged commit {path!r} does not exist") from None
-            actions = parse_actions(data)
-            self._auth.require(principal, entry.name, required_privileges(actions))
-            if version <= latest:
-                if self._is_replay(coordinator, version, path, data):
-                    return {}
-                raise CommitVersionConflictError(
-                    f"version {version} of {entry.name!r} is already committed "
-                    f"(latest {latest}); read the new commits and retry",
-                    winning_version=latest,
-                )
-            if version > latest + 1:
-                raise InvalidArgumentError(
-                    f"commit version {version} of {entry.name!r} skips versions: the next "
-                    f"one is {latest + 1}"
-                )
-            backlog = self._publisher.backlog(coordinator.table_id)
-            if backlog >= self._settings.max_unpublished:
-                raise PublishBacklogError(
-                    f"{backlog} ratified commits of {entry.name!r} are not yet published "
-                    f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
-                    setting="max_unpublished",
-                    backlog=backlog,
-                )
-            info = next((a for a in actions if a.__class__.__name__ == "CommitInfo"), None)
-            txn_id = getattr(info, "txn_id", None) or f"uc:{path}"
-            if coordinator.find_committed(txn_id) is not None:
-                raise CommitVersionConflictError(
-                    f"the commit with txnId {txn_id} is already version "
-                    f"{coordinator.find_committed(txn_id)} of {entry.name!r}",
-                    winning_version=latest,
-                )
-            coordinator.ratify_exact(version, path, actions, txn_id)
-            ticket = self._ratifier.last
-        self._ratifier.wait(ticket)  # durable before the reply
-        return {}
-
-    def _is_replay(
-        self, coordinator: ManagedTableCoordinator, version: int, path: str, data: bytes
-    ) -> bool:
-        """Whether ``path`` is what version ``version`` already holds."""
-        held = [c for c in coordinator.held_commits(version, version)[0] if c.version == version]
-        if held:
-            return held[0].path == path
-        try:
-            return bool(coordinator.store.read(f"{version:020d}.json") == data)
-        except FileNotFoundError:
-            return False
-
-
-def _staged_commit(commit_info: Mapping[str, Any]) -> tuple[int, str]:
-    version = commit_info.get("version")
-    file_name = commit_info.get("file_name")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise InvalidArgumentError(f"commit_info.version must be a version, got {version!r}")
-    if not isinstance(file_name, str) or "/" in file_name:
-        raise InvalidArgumentError(f"commit_info.file_name must be a file name, got {file_name!r}")
-    parsed = parse_log_file_name(f"{STAGED_COMMITS_DIR}/{file_name}")
-    if parsed is None or parsed.kind is not LogFileKind.STAGED_COMMIT or parsed.version != version:
-        raise InvalidArgumentError(
-            f"commit_info.file_name {file_name!r} is not a staged commit of version {version} "
-            "(<version>.<uuid>.json)"
-        )
-    return version, f"{STAGED_PREFIX}{STAGED_COMMITS_DIR}/{file_name}"
-
 
 def _within(url: str, location: str) -> bool:
     """Whether the path ``url`` is ``location`` or inside it."""
-    a, b = _norm(url), _norm(location)
+    a, b = normalize_location(url), normalize_location(location)
     return a == b or a.startswith(b + "/")
-
-
-def _norm(uri: str) -> str:
-    uri = uri.rstrip("/")
-    if uri.startswith("file:///"):
-        return "file:" + uri[len("file://") :]
-    if uri.startswith("/"):
-        return "file:" + uri
-    return uri
 
 
 def _namespace_info(
@@ -755,11 +595,9 @@ def _namespace_info(
 
 __all__ = [
     "UC_TABLE_ID_PROPERTY",
-    "CommitVersionConflictError",
     "NamespaceAlreadyExistsError",
     "NamespaceNotEmptyError",
     "NamespaceNotFoundError",
     "UnityCatalogMethods",
-    "same_location",
     "split_name",
 ]

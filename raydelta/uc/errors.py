@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from raydelta.actors.catalog_unity import (
+from raydelta.actors.catalog_unity import NamespaceAlreadyExistsError, NamespaceNotFoundError
+from raydelta.actors.catalog_unity_commits import (
     CommitVersionConflictError,
-    NamespaceAlreadyExistsError,
-    NamespaceNotFoundError,
+    UpdateRequirementConflictError,
 )
 from raydelta.protocol.errors import (
     DeltaConcurrentModificationException,
@@ -46,10 +46,33 @@ HTTP_STATUS: dict[str, int] = {
     "UNAUTHENTICATED": 401,
     "RESOURCE_EXHAUSTED": 429,
     "COMMIT_VERSION_CONFLICT": 409,
+    "UPDATE_REQUIREMENT_CONFLICT": 409,
     "UNIMPLEMENTED": 501,
     "INTERNAL": 500,
 }
 """Unity Catalog's HTTP status of each error code it answers with (its ``ErrorCode``)."""
+
+
+DELTA_ERROR_TYPES: dict[str, tuple[str, int]] = {
+    "INVALID_ARGUMENT": ("InvalidParameterValueException", 400),
+    "FAILED_PRECONDITION": ("InvalidParameterValueException", 400),
+    "NOT_FOUND": ("NotFoundException", 404),
+    "CATALOG_NOT_FOUND": ("NoSuchCatalogException", 404),
+    "SCHEMA_NOT_FOUND": ("NoSuchSchemaException", 404),
+    "TABLE_NOT_FOUND": ("NoSuchTableException", 404),
+    "CATALOG_ALREADY_EXISTS": ("AlreadyExistsException", 409),
+    "SCHEMA_ALREADY_EXISTS": ("AlreadyExistsException", 409),
+    "TABLE_ALREADY_EXISTS": ("AlreadyExistsException", 409),
+    "PERMISSION_DENIED": ("PermissionDeniedException", 403),
+    "UNAUTHENTICATED": ("NotAuthorizedException", 401),
+    "RESOURCE_EXHAUSTED": ("ResourceExhaustedException", 429),
+    "COMMIT_VERSION_CONFLICT": ("CommitVersionConflictException", 409),
+    "UPDATE_REQUIREMENT_CONFLICT": ("UpdateRequirementConflictException", 409),
+    "UNIMPLEMENTED": ("NotImplementedException", 501),
+    "INTERNAL": ("InternalServerErrorException", 500),
+}
+"""The Delta REST API's error type and HTTP status of each Unity Catalog error code
+(on ``/delta/v1`` paths errors are ``{"error": {"message", "type", "code"}}``)."""
 
 
 class UCError(Exception):
@@ -63,6 +86,13 @@ class UCError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error_code": self.error_code, "message": self.message}
+
+    def delta_body(self) -> tuple[int, dict[str, Any]]:
+        """The Delta REST API's status and ``DeltaErrorResponse`` for this error."""
+        kind, status = DELTA_ERROR_TYPES.get(self.error_code, ("BadRequestException", 400))
+        if self.error_code == "UNIMPLEMENTED" and self.status == 405:
+            kind, status = "BadRequestException", 405
+        return status, {"error": {"message": self.message, "type": kind, "code": status}}
 
 
 def error_for(error: BaseException) -> UCError:
@@ -83,6 +113,8 @@ def error_for(error: BaseException) -> UCError:
         code = "TABLE_NOT_FOUND"
     elif isinstance(error, TableAlreadyExistsError):
         code = "TABLE_ALREADY_EXISTS"
+    elif isinstance(error, UpdateRequirementConflictError):
+        code = "UPDATE_REQUIREMENT_CONFLICT"
     elif isinstance(
         error, (CommitVersionConflictError, DeltaConcurrentModificationException, RatificationError)
     ):
@@ -96,4 +128,4 @@ def error_for(error: BaseException) -> UCError:
     return UCError(code, message)
 
 
-__all__ = ["HTTP_STATUS", "UCError", "error_for"]
+__all__ = ["DELTA_ERROR_TYPES", "HTTP_STATUS", "UCError", "error_for"]

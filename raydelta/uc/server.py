@@ -105,7 +105,16 @@ def _dumps(document: Any) -> str:
     return json.dumps(document, separators=(",", ":"))
 
 
-def error_response(error: UCError) -> web.Response:
+DELTA_API_PREFIX = f"{API_PREFIX}/delta/v1"
+
+
+def error_response(error: UCError, request: web.Request) -> web.Response:
+    """Unity Catalog's error body, or the Delta REST API's on its paths."""
+    if request.path.startswith(DELTA_API_PREFIX):
+        status, body = error.delta_body()
+        if request.method == "HEAD":
+            return web.Response(status=status)
+        return respond(body, status=status)
     return respond(error.body(), status=error.status)
 
 
@@ -117,7 +126,8 @@ async def uc_errors(request: web.Request, handler: Handler) -> web.StreamRespons
     except web.HTTPException as exc:
         if exc.status == 404:
             return error_response(
-                UCError("NOT_FOUND", f"no such endpoint: {request.method} {request.path}")
+                UCError("NOT_FOUND", f"no such endpoint: {request.method} {request.path}"),
+                request,
             )
         if exc.status == 405:
             return error_response(
@@ -125,24 +135,32 @@ async def uc_errors(request: web.Request, handler: Handler) -> web.StreamRespons
                     "UNIMPLEMENTED",
                     f"method {request.method} is not supported on {request.path}",
                     status=405,
-                )
+                ),
+                request,
             )
-        return error_response(UCError("INVALID_ARGUMENT", exc.reason, status=exc.status))
+        return error_response(UCError("INVALID_ARGUMENT", exc.reason, status=exc.status), request)
     except Exception as exc:
         uc_error = error_for(exc)
         if uc_error.status >= 500:
             logger.exception("%s %s failed", request.method, request.path)
-        return error_response(uc_error)
+        return error_response(uc_error, request)
 
 
 def create_app(catalog: Catalog) -> web.Application:
     """The Unity Catalog REST application in front of ``catalog``."""
-    from raydelta.uc import routes_commits, routes_credentials, routes_namespaces, routes_tables
+    from raydelta.uc import (
+        routes_commits,
+        routes_credentials,
+        routes_delta,
+        routes_namespaces,
+        routes_tables,
+    )
 
     app = web.Application(middlewares=[uc_errors])
     app[CATALOG_KEY] = catalog
     routes = web.RouteTableDef()
-    for module in (routes_namespaces, routes_tables, routes_credentials, routes_commits):
+    modules = (routes_namespaces, routes_tables, routes_credentials, routes_commits, routes_delta)
+    for module in modules:
         module.add_routes(routes)
     app.router.add_routes(routes)
     return app

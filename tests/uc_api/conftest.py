@@ -290,3 +290,49 @@ def get_commits(
     if end_version is not None:
         body["end_version"] = end_version
     return server.request("GET", "/delta/preview/commits", body, token=token or server.admin_token)
+
+
+def write_version_zero(location: str, table_id: str, *, ict: int | None = None) -> None:
+    """Write a catalog-managed table's ``_delta_log/0.json`` as a Unity Catalog client
+    does before it registers the table (one ``id bigint`` column)."""
+    stamp = next_ict() if ict is None else ict
+    schema = {
+        "type": "struct",
+        "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}],
+    }
+    actions = [
+        {
+            "commitInfo": {
+                "inCommitTimestamp": stamp,
+                "timestamp": stamp,
+                "operation": "CREATE TABLE",
+                "operationParameters": {},
+                "isBlindAppend": True,
+                "txnId": str(uuid.uuid4()),
+            }
+        },
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["catalogManaged"],
+                "writerFeatures": ["catalogManaged", "inCommitTimestamp"],
+            }
+        },
+        {
+            "metaData": {
+                "id": str(uuid.uuid4()),
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {
+                    "delta.enableInCommitTimestamps": "true",
+                    "io.unitycatalog.tableId": table_id,
+                },
+                "createdTime": stamp,
+            }
+        },
+    ]
+    log = local_path(location) / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))

@@ -197,7 +197,7 @@ def test_raydelta_writers_and_uc_clients_share_one_history(uc_server: UCServerFi
 
     assert ours.append(pa.table({"id": pa.array([10], pa.int64())})) == 1
     # a UC client that read version 1 commits version 2; GET told it where things stand
-    status, listed = get_commits(uc_server, table)
+    _status, listed = get_commits(uc_server, table)
     assert listed["latest_table_version"] == 1
     assert all(c["version"] != 1 for c in listed["commits"])  # inline: published before answer
     info = stage_commit(location, 2, [data_file(location, [20])])

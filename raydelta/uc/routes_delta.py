@@ -1,0 +1,332 @@
+"""Unity Catalog's Delta REST API (``/delta/v1/...``, kebab-case JSON), the API
+delta-storage 4.4.0's ``UCDeltaTokenBasedRestClient`` speaks (delta-spark's
+default).
+
+- ``GET /delta/v1/config``: the endpoints served, protocol version ``1.0``;
+- ``POST .../schemas/{s}/staging-tables``: a table id and location, with the
+  protocol and properties a catalog-managed table needs here;
+- ``POST .../schemas/{s}/tables``: register the managed table the client
+  created there (its ``0.json``), or an external table;
+- ``GET``/``HEAD``/``DELETE .../tables/{t}``: load (metadata, etag,
+  unbackfilled commits newest first, latest version), exists, drop;
+- ``POST .../tables/{t}``: ``updateTable``: ``assert-table-uuid`` /
+  ``assert-etag`` requirements, an ``add-commit`` (ratified exactly as
+  staged) and ``set-latest-backfilled-version``. The other updates
+  (``set-properties``, ``set-schema``, ``set-protocol``...) describe what the
+  staged commit holds; the catalog judges and applies the staged file
+  itself, so they are accepted only next to an ``add-commit``;
+- credentials: ``GET .../tables/{t}/credentials``,
+  ``GET /delta/v1/staging-tables/{id}/credentials``,
+  ``GET /delta/v1/temporary-path-credentials``;
+- ``POST .../tables/{t}/metrics``: accepted and ignored.
+
+Errors on these paths are the Delta API's ``{"error": {"message", "type",
+"code"}}`` (:func:`raydelta.uc.errors.delta_error_body`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from raydelta.actors.client import new_table_actions
+from raydelta.protocol.privileges import Privilege
+from raydelta.protocol.schema import parse_schema
+from raydelta.protocol.table_features import CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS
+from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.uc.errors import UCError
+from raydelta.uc.routes_credentials import credentials_for
+from raydelta.uc.routes_tables import _location_url, normalize_location
+from raydelta.uc.server import API_PREFIX, CATALOG_KEY, body_of, call, respond
+
+DELTA_PREFIX = f"{API_PREFIX}/delta/v1"
+TABLES = "/catalogs/{catalog}/schemas/{schema}/tables"
+UC_TABLE_ID_PROPERTY = "io.unitycatalog.tableId"
+
+ENDPOINTS = (
+    "POST /v1/catalogs/{catalog}/schemas/{schema}/staging-tables",
+    "POST /v1/catalogs/{catalog}/schemas/{schema}/tables",
+    "GET /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}",
+    "POST /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}",
+    "DELETE /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}",
+    "HEAD /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}",
+    "GET /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/credentials",
+    "POST /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/metrics",
+    "GET /v1/staging-tables/{table_id}/credentials",
+    "GET /v1/temporary-path-credentials",
+)
+
+DESCRIBING_UPDATES = frozenset(
+    {
+        "set-properties",
+        "remove-properties",
+        "set-schema",
+        "set-partition-columns",
+        "set-table-comment",
+        "set-protocol",
+        "set-domain-metadata",
+        "remove-domain-metadata",
+        "update-snapshot-version",
+    }
+)
+"""Updates that describe the staged commit next to them (module docstring)."""
+
+
+def _full_name(request: web.Request, table: str | None = None) -> str:
+    info = request.match_info
+    return f"{info['catalog']}.{info['schema']}.{table or info['table']}"
+
+
+def _uuid(table_id: str) -> str:
+    return table_id
+
+
+def load_response(loaded: dict[str, Any]) -> dict[str, Any]:
+    """``DeltaLoadTableResponse`` of what ``uc_load_table`` returned."""
+    described = loaded["described"]
+    schema = json.loads(described["schema_string"]) if described.get("schema_string") else None
+    metadata: dict[str, Any] = {
+        "etag": loaded["etag"],
+        "table-type": described["table_type"],
+        "table-uuid": _uuid(described["table_id"]),
+        "location": _location_url(described["storage_location"]),
+        "created-time": described.get("created_at"),
+        "updated-time": described.get("updated_at"),
+        "columns": schema or {"type": "struct", "fields": []},
+        "partition-columns": described.get("partition_columns") or [],
+        "properties": described.get("properties") or {},
+    }
+    answer: dict[str, Any] = {
+        "metadata": metadata,
+        "commits": [
+            {
+                "version": c["version"],
+                "timestamp": c["timestamp"],
+                "file-name": c["file_name"],
+                "file-size": c["file_size"],
+                "file-modification-timestamp": c["file_modification_timestamp"],
+            }
+            for c in loaded["commits"]
+        ],
+    }
+    if loaded.get("latest_table_version") is not None:
+        answer["latest-table-version"] = loaded["latest_table_version"]
+    return answer
+
+
+async def config(request: web.Request) -> web.Response:
+    return respond({"endpoints": list(ENDPOINTS), "protocol-version": "1.0"})
+
+
+async def create_staging_table(request: web.Request) -> web.Response:
+    body = await body_of(request)
+    name = body.get("name")
+    if not name:
+        raise UCError("INVALID_ARGUMENT", "name is required")
+    staged = await call(request, "uc_create_staging_table", _full_name(request, str(name)))
+    location = str(staged["staging_location"])
+    options = request.app[CATALOG_KEY].storage_options
+    return respond(
+        {
+            "table-id": staged["id"],
+            "table-type": "MANAGED",
+            "location": _location_url(location),
+            "storage-credentials": _storage_credentials(location, "READ_WRITE", options),
+            "required-protocol": {
+                "min-reader-version": 3,
+                "min-writer-version": 7,
+                "reader-features": [CATALOG_MANAGED],
+                "writer-features": [CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS],
+            },
+            "required-properties": {
+                UC_TABLE_ID_PROPERTY: staged["id"],
+                ENABLE_IN_COMMIT_TIMESTAMPS: "true",
+            },
+            "suggested-properties": {},
+        }
+    )
+
+
+async def create_table(request: web.Request) -> web.Response:
+    body = await body_of(request)
+    name = body.get("name")
+    if not name:
+        raise UCError("INVALID_ARGUMENT", "name is required")
+    full = _full_name(request, str(name))
+    table_type = str(body.get("table-type") or "MANAGED").upper()
+    properties = {str(k): str(v) for k, v in (body.get("properties") or {}).items()}
+    columns = body.get("columns")
+    new_table = None
+    if table_type == "MANAGED" and isinstance(columns, dict) and columns.get("fields"):
+        config = {**properties, ENABLE_IN_COMMIT_TIMESTAMPS: "true"}
+        new_table = new_table_actions(
+            parse_schema(json.dumps(columns)),
+            partition_by=list(body.get("partition-columns") or []),
+            properties=config,
+            description=body.get("comment"),
+        )
+    await call(
+        request,
+        "uc_create_table",
+        full,
+        table_type=table_type,
+        data_source_format="DELTA",
+        location=normalize_location(body.get("location")),
+        comment=body.get("comment"),
+        properties=properties,
+        columns=[],
+        new_table=new_table,
+    )
+    return respond(load_response(await call(request, "uc_load_table", full)))
+
+
+async def load_table(request: web.Request) -> web.Response:
+    return respond(load_response(await call(request, "uc_load_table", _full_name(request))))
+
+
+async def table_exists(request: web.Request) -> web.Response:
+    await call(request, "uc_get_table", _full_name(request))
+    return web.Response(status=204)
+
+
+async def delete_table(request: web.Request) -> web.Response:
+    await call(request, "uc_delete_table", _full_name(request))
+    return web.Response(status=204)
+
+
+async def update_table(request: web.Request) -> web.Response:
+    body = await body_of(request)
+    full = _full_name(request)
+    table_uuid = etag = None
+    for requirement in body.get("requirements") or []:
+        kind = requirement.get("type")
+        if kind == "assert-table-uuid":
+            table_uuid = str(requirement.get("uuid"))
+        elif kind == "assert-etag":
+            etag = str(requirement.get("etag"))
+        else:
+            raise UCError("INVALID_ARGUMENT", f"unknown requirement type {kind!r}")
+    commit_info = None
+    backfilled = None
+    described = []
+    for update in body.get("updates") or []:
+        action = update.get("action")
+        if action == "add-commit":
+            commit = update.get("commit") or {}
+            commit_info = {
+                "version": commit.get("version"),
+                "timestamp": commit.get("timestamp"),
+                "file_name": commit.get("file-name"),
+                "file_size": commit.get("file-size"),
+                "file_modification_timestamp": commit.get("file-modification-timestamp"),
+            }
+        elif action == "set-latest-backfilled-version":
+            backfilled = update.get("latest-published-version")
+        elif action in DESCRIBING_UPDATES:
+            described.append(action)
+        else:
+            raise UCError("INVALID_ARGUMENT", f"unknown update action {action!r}")
+    if described and commit_info is None:
+        raise UCError(
+            "INVALID_ARGUMENT",
+            f"{', '.join(described)} on a managed table must come with the add-commit that "
+            "holds the change (the catalog applies the staged commit itself)",
+        )
+    if commit_info is not None and not isinstance(commit_info["version"], int):
+        raise UCError("INVALID_ARGUMENT", "add-commit needs an integer commit version")
+    if backfilled is not None and (not isinstance(backfilled, int) or backfilled < 0):
+        raise UCError("INVALID_ARGUMENT", "latest-published-version must be a version")
+    await call(
+        request,
+        "uc_update_table",
+        full,
+        table_uuid=table_uuid,
+        etag=etag,
+        commit_info=commit_info,
+        latest_backfilled_version=backfilled,
+    )
+    return respond(load_response(await call(request, "uc_load_table", full)))
+
+
+async def report_metrics(request: web.Request) -> web.Response:
+    await body_of(request)
+    return web.Response(status=204)
+
+
+def _operation(request: web.Request, key: str = "operation") -> str:
+    operation = (request.query.get(key) or "").upper()
+    if operation not in ("READ", "READ_WRITE"):
+        raise UCError(
+            "INVALID_ARGUMENT", f"operation must be READ or READ_WRITE, got {operation!r}"
+        )
+    return operation
+
+
+def _storage_credentials(
+    location: str, operation: str, options: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    vended = credentials_for(location, options)
+    config: dict[str, str] = {}
+    aws = vended.get("aws_temp_credentials")
+    if aws:
+        config = {
+            "s3.access-key-id": aws["access_key_id"],
+            "s3.secret-access-key": aws["secret_access_key"],
+            "s3.session-token": aws["session_token"],
+        }
+    return [
+        {
+            "prefix": vended["url"],
+            "operation": operation,
+            "config": config,
+            "expiration-time-ms": vended["expiration_time"],
+        }
+    ]
+
+
+async def table_credentials(request: web.Request) -> web.Response:
+    operation = _operation(request)
+    needed = [Privilege.READ] if operation == "READ" else [Privilege.WRITE]
+    described = await call(request, "uc_get_table", _full_name(request), needed)
+    options = request.app[CATALOG_KEY].storage_options
+    location = described["storage_location"]
+    return respond({"storage-credentials": _storage_credentials(location, operation, options)})
+
+
+async def staging_credentials(request: web.Request) -> web.Response:
+    entry = await call(request, "uc_table_by_id", request.match_info["table_id"], [Privilege.WRITE])
+    options = request.app[CATALOG_KEY].storage_options
+    credentials = _storage_credentials(entry.location, "READ_WRITE", options)
+    return respond({"storage-credentials": credentials})
+
+
+async def path_credentials(request: web.Request) -> web.Response:
+    operation = _operation(request)
+    url = normalize_location(request.query.get("location"))
+    if url is None:
+        raise UCError("INVALID_ARGUMENT", "location is required")
+    needed = [Privilege.READ] if operation == "READ" else [Privilege.WRITE]
+    await call(request, "uc_path_access", url, needed)
+    options = request.app[CATALOG_KEY].storage_options
+    return respond({"storage-credentials": _storage_credentials(url, operation, options)})
+
+
+def add_routes(routes: web.RouteTableDef) -> None:
+    p = DELTA_PREFIX
+    table = f"{p}{TABLES}/{{table}}"
+    routes.get(f"{p}/config")(config)
+    routes.post(f"{p}/catalogs/{{catalog}}/schemas/{{schema}}/staging-tables")(create_staging_table)
+    routes.post(f"{p}{TABLES}")(create_table)
+    routes.get(table, allow_head=False)(load_table)
+    routes.head(table)(table_exists)
+    routes.post(table)(update_table)
+    routes.delete(table)(delete_table)
+    routes.get(f"{table}/credentials")(table_credentials)
+    routes.post(f"{table}/metrics")(report_metrics)
+    routes.get(f"{p}/staging-tables/{{table_id}}/credentials")(staging_credentials)
+    routes.get(f"{p}/temporary-path-credentials")(path_credentials)
+
+
+__all__ = ["DELTA_PREFIX", "add_routes", "load_response"]
