@@ -211,11 +211,29 @@ def _actor_memory(table: Any) -> dict[str, Any]:
     return result
 
 
+def new_add_file(tag: str) -> Any:
+    """A 1-file blind append into one partition of the table (stats like the builder's)."""
+    import uuid
+
+    from benchmarks.large_table_commit import STATS
+    from benchmarks.table_builder import PARTITION_COLUMN
+    from raydelta.protocol.actions import AddFile
+
+    part = "00007"
+    return AddFile(
+        path=f"{PARTITION_COLUMN}={part}/bench-{tag}-{uuid.uuid4().hex}.parquet",
+        partitionValues={PARTITION_COLUMN: part},
+        size=1024,
+        modificationTime=int(time.time() * 1000),
+        dataChange=True,
+        stats=STATS,
+    )
+
+
 def commit_run(uri: str, repeat: int, expected_version: int, expected_files: int) -> dict[str, Any]:
     """Open (the actor loads the table), one warm-up commit, ``repeat`` timed commits."""
     import ray
 
-    from benchmarks.large_table_commit import new_add_file
     from raydelta.actors.client import open_table
     from raydelta.actors.cluster import NAMESPACE
 

@@ -112,7 +112,7 @@ def _state_checks(series: Series, label: str, got: dict[str, Any], built: dict[s
         )
 
 
-def _snapshot_and_scan(series: Series, n: int, built: dict[str, Any], repeat: int) -> None:
+def measure_snapshot_and_scan(series: Series, n: int, built: dict[str, Any], repeat: int) -> None:
     uri = built["uri"]
     engines = [
         ("ours", "snapshot_state", "snapshot_setup"),
@@ -147,7 +147,9 @@ def _snapshot_and_scan(series: Series, n: int, built: dict[str, Any], repeat: in
     series.row(n, "scan", "ours", scans, streamed=scans[-1]["streamed"])
 
 
-def _commit(series: Series, n: int, built: dict[str, Any], workdir: Path, commits: int) -> None:
+def measure_commit(
+    series: Series, n: int, built: dict[str, Any], workdir: Path, commits: int
+) -> None:
     root = _copy(built, workdir / "commit", v2=False)
     got = measure(
         "commit_run",
@@ -179,7 +181,7 @@ def _checkpoint_memory(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _checkpoint(
+def measure_checkpoint(
     series: Series, n: int, built: dict[str, Any], workdir: Path, workers: list[int]
 ) -> dict[str, Any]:
     expected: dict[str, Any] = {"num_files": built["num_live_files"]}
@@ -227,7 +229,7 @@ def _checkpoint(
     series.check(
         f"{size_label(n)} checkpoint content ({verified['check']})",
         verified["ok"],
-        **{k: v for k, v in verified.items() if k != "sidecars"},
+        **{k: v for k, v in verified.items() if k not in ("sidecars", "ok")},
     )
     by_workers: dict[str, Any] = {}
     for count in workers:
@@ -246,7 +248,7 @@ def _checkpoint(
         series.check(
             f"{size_label(n)} checkpoint on {count} workers ({verified['check']})",
             verified["ok"],
-            **{k: v for k, v in verified.items() if k != "sidecars"},
+            **{k: v for k, v in verified.items() if k not in ("sidecars", "ok")},
         )
         series.row(
             n,
@@ -262,7 +264,9 @@ def _checkpoint(
     return {"local": local, "by_workers": by_workers}
 
 
-def _vacuum(series: Series, n: int, built: dict[str, Any], repeat: int) -> None:
+def measure_vacuum(
+    series: Series, n: int, built: dict[str, Any], repeat: int, *, peer: bool = True
+) -> None:
     for mode in ("lite", "full"):
         runs = [
             measure("vacuum_run", (built["uri"], "ours", mode), setup="vacuum_setup")
@@ -274,7 +278,7 @@ def _vacuum(series: Series, n: int, built: dict[str, Any], repeat: int) -> None:
             got=runs[-1]["num_files"],
         )
         series.row(n, f"vacuum_{mode}_log", "ours", runs)
-    if n not in VACUUM_PEER_SIZES:
+    if not peer or n not in VACUUM_PEER_SIZES:
         return
     table = measure("vacuum_table_child", (n,))
     for mode in ("lite", "full"):
@@ -284,12 +288,12 @@ def _vacuum(series: Series, n: int, built: dict[str, Any], repeat: int) -> None:
                 pair_runs[engine].append(
                     measure("vacuum_run", (table["uri"], engine, mode), setup="vacuum_setup")
                 )
-        ours, peer = pair_runs["ours"][-1], pair_runs["delta-rs"][-1]
+        ours, theirs = pair_runs["ours"][-1], pair_runs["delta-rs"][-1]
         series.check(
             f"{size_label(n)} vacuum {mode}: same files as delta-rs",
-            ours["digest"] == peer["digest"] and ours["num_files"] == table["num_removed"],
+            ours["digest"] == theirs["digest"] and ours["num_files"] == table["num_removed"],
             ours=ours["num_files"],
-            peer=peer["num_files"],
+            peer=theirs["num_files"],
             removed=table["num_removed"],
         )
         for engine, got in pair_runs.items():
@@ -377,10 +381,10 @@ def run_series(
             f" {built['log_bytes'] / 1e6:,.0f} MB, built in {built.get('build_seconds', 0):.0f} s"
             f" (this call {built['seconds']:.0f} s)"
         )
-        _snapshot_and_scan(series, n, built, runs)
-        _commit(series, n, built, workdir, commits)
-        checkpoints[n] = _checkpoint(series, n, built, workdir, workers)
-        _vacuum(series, n, built, runs)
+        measure_snapshot_and_scan(series, n, built, runs)
+        measure_commit(series, n, built, workdir, commits)
+        checkpoints[n] = measure_checkpoint(series, n, built, workdir, workers)
+        measure_vacuum(series, n, built, runs)
     return summarise(series, tables, checkpoints, started_load)
 
 
