@@ -405,7 +405,9 @@ def vacuum_table_child(num_files: int) -> dict[str, Any]:
     """``benchmarks.vacuum``'s table of real files (built once, cached by it)."""
     from benchmarks.vacuum import cached_table
 
-    root, built = cached_table({"num_files": num_files, "num_partitions": 100})
+    # the partition count benchmarks/vacuum.py uses, so both share one cached table
+    params = {"num_files": num_files, "num_partitions": max(1, num_files // 1000)}
+    root, built = cached_table(params)
     return {"uri": root.resolve().as_uri(), **built}
 
 
@@ -426,14 +428,17 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [parse_size(s) for s in ns.sizes.split(",") if s.strip()]
     workers = [int(n) for n in ns.workers.split(",") if n.strip()]
     workdir = Path(ns.workdir or Path(tempfile.gettempdir()) / "raydelta-bench-huge")
+
+    def save(result: dict[str, Any]) -> None:
+        if not ns.no_write:
+            print(f"wrote {write_result(NAME, result)}", flush=True)
+
     result = run_series(
-        sizes, workers=workers, repeat=ns.repeat, commits=ns.commits, workdir=workdir
+        sizes, workers=workers, repeat=ns.repeat, commits=ns.commits, workdir=workdir, save=save
     )
     failed = [c for c in result["checks"] if not c["ok"]]
     for check in failed:
         print(f"CHECK FAILED: {check}", file=sys.stderr)
-    if not ns.no_write:
-        print(f"wrote {write_result(NAME, result)}")
     return 1 if failed else 0
 
 

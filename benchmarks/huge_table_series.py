@@ -21,6 +21,8 @@ import math
 import os
 import statistics
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -360,10 +362,42 @@ def _extrapolate(checkpoints: dict[int, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _guarded(series: Series, what: str, step: Callable[[], Any]) -> Any:
+    """Run one step; a child that fails (e.g. killed for memory) is a failed check, and
+    the series goes on with the next step."""
+    try:
+        return step()
+    except Exception as exc:  # a child's failure, recorded with its stderr's tail
+        series.check(f"{what} ran", False, error=str(exc)[-3000:])
+        return None
+
+
+def _git_state() -> dict[str, Any]:
+    """Which engine code was measured: HEAD and the engine files changed in the tree."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+        return proc.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "protocol", "storage", "actors", "raydelta")
+    return {
+        "head": git("rev-parse", "HEAD"),
+        "engine_files_changed_in_tree": changed.split("\n") if changed else [],
+    }
+
+
 def run_series(
-    sizes: list[int], *, workers: list[int], repeat: int, commits: int, workdir: Path
+    sizes: list[int],
+    *,
+    workers: list[int],
+    repeat: int,
+    commits: int,
+    workdir: Path,
+    save: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Measure every size; the result body for ``write_result``."""
+    """Measure every size; the result body for ``write_result`` (``save`` gets it after
+    each size too, so a run cut short keeps what it measured)."""
     from benchmarks.huge_table_build import table_params
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -371,21 +405,38 @@ def run_series(
     tables: dict[str, Any] = {}
     checkpoints: dict[int, dict[str, Any]] = {}
     started_load = os.getloadavg()
+    git = _git_state()
+    result: dict[str, Any] = {}
     for n in sizes:
         runs = repeat if n <= PEER_MAX_FILES else 1
-        _say(f"{size_label(n)}: building / finding the table")
+        label = size_label(n)
+        _say(f"{label}: building / finding the table")
         built = measure("build_child", (json.dumps(table_params(n)),))
-        tables[size_label(n)] = {k: v for k, v in built.items() if k != "txns"}
+        tables[label] = {k: v for k, v in built.items() if k != "txns"}
         _say(
-            f"{size_label(n)}: {built['num_live_files']:,} live files, log"
+            f"{label}: {built['num_live_files']:,} live files, log"
             f" {built['log_bytes'] / 1e6:,.0f} MB, built in {built.get('build_seconds', 0):.0f} s"
             f" (this call {built['seconds']:.0f} s)"
         )
-        measure_snapshot_and_scan(series, n, built, runs)
-        measure_commit(series, n, built, workdir, commits)
-        checkpoints[n] = measure_checkpoint(series, n, built, workdir, workers)
-        measure_vacuum(series, n, built, runs)
-    return summarise(series, tables, checkpoints, started_load)
+        _guarded(
+            series, f"{label} snapshot", partial(measure_snapshot_and_scan, series, n, built, runs)
+        )
+        _guarded(
+            series, f"{label} commit", partial(measure_commit, series, n, built, workdir, commits)
+        )
+        done = _guarded(
+            series,
+            f"{label} checkpoint",
+            partial(measure_checkpoint, series, n, built, workdir, workers),
+        )
+        if done is not None:
+            checkpoints[n] = done
+        _guarded(series, f"{label} vacuum", partial(measure_vacuum, series, n, built, runs))
+        result = summarise(series, tables, checkpoints, started_load)
+        result["git"] = git
+        if save is not None:
+            save(result)
+    return result
 
 
 def summarise(
