@@ -119,6 +119,7 @@ def measure_snapshot_and_scan(series: Series, n: int, built: dict[str, Any], rep
     engines = [
         ("ours", "snapshot_state", "snapshot_setup"),
         ("ours-head", "head_state", "snapshot_setup"),
+        ("ours-state", "state_counts", "snapshot_setup"),
     ]
     if n <= PEER_MAX_FILES:
         engines.append(("delta-rs", "deltalake_snapshot", "deltalake_setup"))
@@ -129,7 +130,7 @@ def measure_snapshot_and_scan(series: Series, n: int, built: dict[str, Any], rep
             _state_checks(series, f"{size_label(n)} snapshot {label}", got, built)
             runs[label].append(got)
     for label, _, _ in engines:
-        step = "snapshot_head" if label == "ours-head" else "snapshot"
+        step = {"ours-head": "snapshot_head", "ours-state": "state"}.get(label, "snapshot")
         series.row(n, step, "delta-rs" if label == "delta-rs" else "ours", runs[label])
     scans = []
     for _ in range(repeat):
@@ -147,6 +148,7 @@ def measure_snapshot_and_scan(series: Series, n: int, built: dict[str, Any], rep
             )
         scans.append(got)
     series.row(n, "scan", "ours", scans, streamed=scans[-1]["streamed"])
+    series.rows[-1]["largest_batch_rows"] = scans[-1]["largest_batch_rows"]
 
 
 def measure_commit(
