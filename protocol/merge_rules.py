@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import pyarrow as pa
@@ -36,7 +37,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from raydelta.protocol.errors import DeltaUnsupportedOperationException, InvalidExpressionError
-from raydelta.protocol.expressions import evaluate, parse_expression
+from raydelta.protocol.expressions import SqlExpression, evaluate, parse_expression
 
 MULTIPLE_MATCH_ERROR = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 ClauseKind = Literal["matched", "not_matched", "not_matched_by_source"]
@@ -74,6 +75,20 @@ class MergePlan:
     def matched_delete_only(self) -> bool:
         matched = self.of_kind("matched")
         return len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
+
+
+@lru_cache(maxsize=512)
+def parsed(sql: str) -> SqlExpression:
+    """:func:`parse_expression`, once per text (a MERGE evaluates the same
+    clauses on every file; the parsed tree is only read)."""
+    return parse_expression(sql)
+
+
+def positions(count: int) -> pa.Array:
+    """``0 .. count - 1`` as int64."""
+    import numpy as np
+
+    return pa.array(np.arange(count, dtype=np.int64))
 
 
 def join_keys(
@@ -134,7 +149,7 @@ def truth(sql: str | None, table: pa.Table) -> pa.Array:
     """Where ``sql`` is TRUE over ``table`` (all rows for no condition)."""
     if sql is None:
         return pa.array([True] * table.num_rows, pa.bool_())
-    values = evaluate(parse_expression(sql), table)
+    values = evaluate(parsed(sql), table)
     if pa.types.is_null(values.type):
         return pa.array([False] * table.num_rows, pa.bool_())
     if not pa.types.is_boolean(values.type):
@@ -144,10 +159,24 @@ def truth(sql: str | None, table: pa.Table) -> pa.Array:
     return pc.fill_null(values, False)
 
 
+def unique_source_key(plan: MergePlan, source: pa.Table) -> bool:
+    """Whether the MERGE joins on one key whose source values are distinct and
+    not NULL (then a target row can match one source row only)."""
+    if len(plan.join_keys) != 1:
+        return False
+    keys = _array(source.column(plan.join_keys[0][1]))
+    try:
+        return keys.null_count == 0 and len(pc.unique(keys)) == len(keys)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+
+
 def matching_pairs(
-    plan: MergePlan, target: pa.Table, source: pa.Table
+    plan: MergePlan, target: pa.Table, source: pa.Table, *, unique_source: bool | None = None
 ) -> tuple[pa.Array, pa.Array]:
-    """``(target row index, source row index)`` of every pair the condition matches."""
+    """``(target row index, source row index)`` of every pair the condition
+    matches. ``unique_source``: :func:`unique_source_key` of the source,
+    when the caller knows it (it calls once for many target files)."""
     if target.num_rows == 0 or source.num_rows == 0:
         empty = pa.array([], pa.int64())
         return empty, empty
@@ -157,10 +186,9 @@ def matching_pairs(
         for key in left:
             if left[key].type != right[key].type:
                 left[key], right[key] = _common(left[key], right[key])
-        left["__t"] = pa.array(range(target.num_rows), pa.int64())
-        right["__s"] = pa.array(range(source.num_rows), pa.int64())
-        joined = pa.table(left).join(pa.table(right), list(left)[:-1], join_type="inner")
-        t_idx, s_idx = _array(joined.column("__t")), _array(joined.column("__s"))
+        if unique_source is None:
+            unique_source = unique_source_key(plan, source)
+        t_idx, s_idx = _equi_join(left, right, unique=unique_source)
     else:
         t_idx = pa.array(
             [t for t in range(target.num_rows) for _ in range(source.num_rows)], pa.int64()
@@ -171,6 +199,28 @@ def matching_pairs(
     pairs = pair_table(plan, target.take(t_idx), source.take(s_idx), len(t_idx))
     keep = truth(plan.predicate, pairs)
     return t_idx.filter(keep), s_idx.filter(keep)
+
+
+def _equi_join(
+    left: dict[str, pa.Array], right: dict[str, pa.Array], *, unique: bool
+) -> tuple[pa.Array, pa.Array]:
+    """Index pairs where every key of ``left`` equals its key in ``right``
+    (NULL equals nothing). One key whose source values are distinct
+    (``unique``: an upsert's usual shape) is a hash lookup; anything else is
+    a hash join."""
+    if unique and len(left) == 1:
+        (key,) = left
+        probe, build = left[key], right[key]
+        try:
+            found = pc.index_in(probe, value_set=build)
+            hit = pc.is_valid(found)
+            return positions(len(probe)).filter(hit), found.filter(hit).cast(pa.int64())
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass  # a key type without hashing kernels: the join below
+    left = {**left, "__t": positions(len(next(iter(left.values()))))}
+    right = {**right, "__s": positions(len(next(iter(right.values()))))}
+    joined = pa.table(left).join(pa.table(right), list(left)[:-1], join_type="inner")
+    return _array(joined.column("__t")), _array(joined.column("__s"))
 
 
 def _common(left: pa.Array, right: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -220,7 +270,7 @@ def assigned(
     out: dict[str, pa.Array] = {}
     for name in columns:
         if name in values:
-            out[name] = evaluate(parse_expression(values[name]), pairs)
+            out[name] = evaluate(parsed(values[name]), pairs)
         elif base is not None and name in base.column_names:
             out[name] = _array(base.column(name))
         else:
@@ -238,5 +288,8 @@ __all__ = [
     "join_keys",
     "matching_pairs",
     "pair_table",
+    "parsed",
+    "positions",
     "truth",
+    "unique_source_key",
 ]

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
@@ -51,8 +52,9 @@ from raydelta.protocol.actions import AddCDCFile, AddFile, Metadata, Protocol, R
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
 from raydelta.protocol.dml_metrics import FileChangeCounts
 from raydelta.protocol.errors import InvalidExpressionError
-from raydelta.protocol.expressions import evaluate, parse_expression
+from raydelta.protocol.expressions import evaluate
 from raydelta.protocol.file_actions import row_to_add
+from raydelta.protocol.merge_rules import parsed
 from raydelta.protocol.schema import (
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     PrimitiveType,
@@ -71,6 +73,8 @@ from raydelta.storage.deletion_vector_files import (
 from raydelta.storage.log_store import split_uri
 
 CHANGE_TYPE_COLUMN = "_change_type"
+STAGED_BYTES = 128 * 1024 * 1024
+"""Rows a task holds before writing them (Arrow bytes)."""
 CHANGE_DATA_DIRECTORY = "_change_data"
 Condition: TypeAlias = "str | pc.Expression | None"
 """SQL text, a pyarrow compute expression, or None (every row)."""
@@ -139,7 +143,7 @@ def condition_mask(condition: Condition, rows: pa.Table) -> pa.Array:
     if condition is None:
         return pa.array([True] * rows.num_rows, pa.bool_())
     if isinstance(condition, str):
-        values = evaluate(parse_expression(condition), rows)
+        values = evaluate(parsed(condition), rows)
     else:
         import pyarrow.dataset as ds
 
@@ -168,7 +172,7 @@ def assigned_values(
             raw: pa.Array = pa.array([value.value] * rows.num_rows)
             text = repr(value.value)
         else:
-            raw = evaluate(parse_expression(value), rows)
+            raw = evaluate(parsed(value), rows)
             text = value
         try:
             columns[column] = (
@@ -190,6 +194,8 @@ class _Writer:
     def __init__(self, spec: RewriteSpec, config: TableConfiguration) -> None:
         self.spec, self.config = spec, config
         self.written: list[str] = []
+        self.staged: dict[str, list[pa.Table]] = {}
+        self.staged_bytes = 0
         self.change_parts: dict[tuple[tuple[str, str | None], ...], list[pa.Table]] = {}
         self.change_values: dict[tuple[tuple[str, str | None], ...], dict[str, Any]] = {}
 
@@ -210,6 +216,23 @@ class _Writer:
         )
         self.written.extend(a.path for a in result.adds)
         return result.adds
+
+    def stage(self, rows: pa.Table) -> tuple[AddFile, ...]:
+        """Keep ``rows`` for a later :meth:`flush_data` (written now, with what
+        was kept before, once ``STAGED_BYTES`` are held): the rows of many
+        rewritten files share new files instead of one small file each."""
+        if rows.num_rows:
+            self.staged.setdefault(str(rows.schema), []).append(rows)
+            self.staged_bytes += rows.nbytes
+        return self.flush_data() if self.staged_bytes >= STAGED_BYTES else ()
+
+    def flush_data(self) -> tuple[AddFile, ...]:
+        """Write every staged row (rows of one shape per call of the writer)."""
+        out: list[AddFile] = []
+        staged, self.staged, self.staged_bytes = self.staged, {}, 0
+        for parts in staged.values():
+            out.extend(self.data(pa.concat_tables(parts)))
+        return tuple(out)
 
     def change(self, add: AddFile, rows: pa.Table, change_type: str) -> None:
         if rows.num_rows == 0:
@@ -299,7 +322,7 @@ def _read_with_positions(
         column_mapping_mode=config.column_mapping_mode,
         storage_options=spec.storage_options,
     )
-    positions = pa.array(range(rows.num_rows), pa.uint64())
+    positions = pa.array(np.arange(rows.num_rows, dtype=np.uint64))
     old = BitMap64()
     if add.deletion_vector is not None:
         old = read_deleted_rows(
@@ -320,6 +343,7 @@ def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> File
     removes: list[RemoveFile] = []
     counts = FileChangeCounts()
     dv_pending: list[tuple[AddFile, BitMap64, bool]] = []  # (add, new bitmap, had a DV)
+    written: list[AddFile] = []  # new data files (copied and updated rows)
     scan_ns = rewrite_ns = 0
     try:
         for row in files:
@@ -355,22 +379,12 @@ def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> File
                 elif add.deletion_vector is not None:
                     file_counts["num_deletion_vectors_removed"] = 1
             else:
-                copied = writer.data(kept)
-                adds.extend(copied)
+                written.extend(writer.stage(kept))
                 file_counts["num_copied_rows"] = kept.num_rows
                 if add.deletion_vector is not None:
                     file_counts["num_deletion_vectors_removed"] = 1
-                file_counts["num_added_files"] = len(copied)
-                file_counts["num_added_bytes"] = sum(a.size for a in copied)
             if new_rows is not None:
-                updated = writer.data(_without_recomputed(new_rows, spec, config))
-                adds.extend(updated)
-                file_counts["num_added_files"] = file_counts.get("num_added_files", 0) + len(
-                    updated
-                )
-                file_counts["num_added_bytes"] = file_counts.get("num_added_bytes", 0) + sum(
-                    a.size for a in updated
-                )
+                written.extend(writer.stage(_without_recomputed(new_rows, spec, config)))
             if spec.write_change_data:
                 if spec.kind == "delete":
                     writer.change(add, hits, "delete")
@@ -381,6 +395,11 @@ def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> File
             counts = counts + FileChangeCounts(**file_counts)
             rewrite_ns += time.perf_counter_ns() - started
         started = time.perf_counter_ns()
+        written.extend(writer.flush_data())
+        adds.extend(written)
+        counts = counts + FileChangeCounts(
+            num_added_files=len(written), num_added_bytes=sum(a.size for a in written)
+        )
         if dv_pending:
             descriptors = write_deletion_vector_file(
                 spec.table_uri,

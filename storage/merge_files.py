@@ -49,7 +49,9 @@ from raydelta.protocol.merge_rules import (
     first_clause,
     matching_pairs,
     pair_table,
+    unique_source_key,
 )
+from raydelta.protocol.merge_rules import positions as row_positions
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.data_files import data_file_path
@@ -147,16 +149,18 @@ def merge_files(
     counts: dict[str, int] = {}
     matched_sources: list[pa.Array] = []
     dv_pending: list[tuple[AddFile, BitMap64, bool]] = []
+    written: list[AddFile] = []  # new data files (copied and updated rows)
     matched_clauses = plan.of_kind("matched")
     by_source = plan.of_kind("not_matched_by_source")
     scan_ns = rewrite_ns = 0
+    unique = unique_source_key(plan, source)
     try:
         for row in files:
             add = row_to_add(dict(row))
             started = time.perf_counter_ns()
             rows, positions, old = _read_with_positions(rewrite_read(spec), read_config, add)
             rows = widened(rows, schema).select(schema.names)
-            t_idx, s_idx = matching_pairs(plan, rows, source)
+            t_idx, s_idx = matching_pairs(plan, rows, source, unique_source=unique)
             matched_sources.append(s_idx)
             scan_ns += time.perf_counter_ns() - started
             started = time.perf_counter_ns()
@@ -168,8 +172,7 @@ def merge_files(
                 [schema.empty_table(), *(conform(p, schema) for p in outcome.new_rows)]
             )
             mask = pc.is_in(
-                pa.array(range(rows.num_rows), pa.int64()),
-                value_set=pa.array(sorted(touched), pa.int64()),
+                row_positions(rows.num_rows), value_set=pa.array(sorted(touched), pa.int64())
             )
             kept = rows.filter(pc.invert(mask))
             removes.append(remove_of(add, now_ms=now_ms))
@@ -186,20 +189,12 @@ def merge_files(
                     dv_pending.append((add, bitmap, add.deletion_vector is not None))
                 elif add.deletion_vector is not None:
                     _count(counts, num_target_deletion_vectors_removed=1)
-                written = writer.data(updated)
             else:
-                written = writer.data(
-                    pa.concat_tables([kept, updated]) if updated.num_rows else kept
-                )
+                written.extend(writer.stage(kept))
                 _count(counts, num_target_rows_copied=kept.num_rows)
                 if add.deletion_vector is not None:
                     _count(counts, num_target_deletion_vectors_removed=1)
-            adds.extend(written)
-            _count(
-                counts,
-                num_target_files_added=len(written),
-                num_target_bytes_added=sum(a.size for a in written),
-            )
+            written.extend(writer.stage(updated))
             if spec.write_change_data:
                 for before, after in outcome.updates:
                     writer.change(add, before, "update_preimage")
@@ -207,6 +202,13 @@ def merge_files(
                 for gone in outcome.deletes:
                     writer.change(add, gone, "delete")
             rewrite_ns += time.perf_counter_ns() - started
+        written.extend(writer.flush_data())
+        adds.extend(written)
+        _count(
+            counts,
+            num_target_files_added=len(written),
+            num_target_bytes_added=sum(a.size for a in written),
+        )
         if dv_pending:
             descriptors = write_deletion_vector_file(
                 spec.table_uri,
@@ -308,11 +310,11 @@ def _outcome(
                     out.counts, num_target_rows_updated=hits, num_target_rows_matched_updated=hits
                 )
     if by_source:
-        unmatched = pc.invert(pc.is_in(pa.array(range(rows.num_rows), pa.int64()), value_set=t_idx))
-        positions = pa.array(range(rows.num_rows), pa.int64()).filter(unmatched)
-        if len(positions):
-            targets = rows.take(positions)
-            alone = pair_table(plan, targets, None, len(positions))
+        every = row_positions(rows.num_rows)
+        unmatched_at = every.filter(pc.invert(pc.is_in(every, value_set=t_idx)))
+        if len(unmatched_at):
+            targets = rows.take(unmatched_at)
+            alone = pair_table(plan, targets, None, len(unmatched_at))
             chosen = first_clause(by_source, alone)
             for index, clause in enumerate(by_source):
                 take = pc.equal(chosen, index)
@@ -320,7 +322,7 @@ def _outcome(
                 if not hits:
                     continue
                 before = targets.filter(take)
-                out.touched.update(positions.filter(take).to_pylist())
+                out.touched.update(unmatched_at.filter(take).to_pylist())
                 if clause.action == "delete":
                     out.deletes.append(before)
                     _count(

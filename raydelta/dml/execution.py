@@ -6,8 +6,12 @@ Invariants:
   proportional to the files a condition may touch. A pyarrow expression
   prunes nothing (every file is a candidate).
 - Groups hold whole files, balanced by bytes (largest first onto the
-  lightest group), so small files share a task. One group runs in the
-  caller's process; more run as Ray tasks, in parallel on the cluster.
+  lightest group), so small files share a task. A small job (under
+  ``SMALL_JOB_BYTES``, no task count asked for) runs in the caller's
+  process, one group per usable CPU on a thread pool (parquet reads and
+  writes and Arrow kernels release the GIL; a Ray worker would first have
+  to import the engine); a larger job, or one given a task count, runs its
+  groups as Ray tasks, in parallel on the cluster.
 - All or nothing: when any task fails, every file the other tasks wrote is
   deleted and the first failure is raised as the original exception (not
   Ray's wrapper), so the caller sees the typed error and nothing is left.
@@ -83,10 +87,34 @@ def group_files(files: pa.Table, *, tasks: int) -> list[list[dict[str, Any]]]:
     return [g for g in groups if g]
 
 
+def local_cpus() -> int:
+    """The CPUs this process may run on."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def is_small_job(files: pa.Table) -> bool:
+    """Whether the candidates are few bytes enough for the caller's process."""
+    total = sum(int(s or 0) for s in files.column("size").to_pylist()) if files.num_rows else 0
+    return files.num_rows <= 1 or total < SMALL_JOB_BYTES
+
+
+def plan_groups(
+    files: pa.Table, *, tasks: int | None
+) -> tuple[list[list[dict[str, Any]]], bool]:
+    """The groups of ``files`` and whether they run in this process (see module)."""
+    if tasks is None and is_small_job(files):
+        return group_files(files, tasks=local_cpus()), True
+    return group_files(files, tasks=default_tasks(files) if tasks is None else tasks), False
+
+
 def default_tasks(files: pa.Table) -> int:
     """1 for a small job; else ``TASKS_PER_CPU`` per CPU of the Ray cluster."""
-    total = sum(int(s or 0) for s in files.column("size").to_pylist()) if files.num_rows else 0
-    if files.num_rows <= 1 or total < SMALL_JOB_BYTES:
+    if is_small_job(files):
         return 1
     import ray
 
@@ -101,8 +129,10 @@ def run_rewrites(
     spec: RewriteSpec, files: pa.Table, *, tasks: int | None = None
 ) -> list[FileRewrite]:
     """Apply ``spec`` to ``files``: in process for one group, else as Ray tasks."""
-    groups = group_files(files, tasks=default_tasks(files) if tasks is None else tasks)
-    return run_groups(rewrite_files, spec, groups, cleanup=lambda r: delete_written(spec, r))
+    groups, local = plan_groups(files, tasks=tasks)
+    return run_groups(
+        rewrite_files, spec, groups, cleanup=lambda r: delete_written(spec, r), local=local
+    )
 
 
 def run_groups(
@@ -111,10 +141,15 @@ def run_groups(
     groups: Sequence[list[dict[str, Any]]],
     *,
     cleanup: Callable[[T], None],
+    local: bool = False,
 ) -> list[T]:
-    """``work(argument, group)`` for every group; all results, or none (see module)."""
+    """``work(argument, group)`` for every group; all results, or none (see module).
+    ``local``: on a thread pool of this process, else as Ray tasks (one group:
+    in this process)."""
     if len(groups) <= 1:
         return [work(argument, g) for g in groups]
+    if local:
+        return _run_threads(work, argument, groups, cleanup=cleanup)
     import ray
 
     from raydelta.actors.cluster import ensure_ray
@@ -135,6 +170,32 @@ def run_groups(
         for result in results:
             cleanup(result)
         raise _unwrapped(failure)
+    return results
+
+
+def _run_threads(
+    work: Callable[[Any, list[dict[str, Any]]], T],
+    argument: Any,
+    groups: Sequence[list[dict[str, Any]]],
+    *,
+    cleanup: Callable[[T], None],
+) -> list[T]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    results: list[T] = []
+    failure: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="raydelta-dml") as pool:
+        futures = [pool.submit(work, argument, g) for g in groups]
+        for future in futures:
+            try:
+                results.append(future.result())
+            except BaseException as error:
+                if failure is None:
+                    failure = error
+    if failure is not None:
+        for result in results:
+            cleanup(result)
+        raise failure
     return results
 
 

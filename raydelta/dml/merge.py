@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raydelta.dml.execution import candidate_files, group_files, read_predicate, run_groups
+from raydelta.dml.execution import candidate_files, plan_groups, read_predicate, run_groups
 from raydelta.dml.merge_checks import (
     check_deterministic,
     check_plan,
@@ -199,12 +199,13 @@ class TableMerger:
         )
         prune = merge_prune_sql(plan, snapshot, self._source)
         candidates = _candidates(snapshot, plan, prune)
-        groups = group_files(candidates, tasks=_tasks(candidates, self._tasks))
+        groups, local = plan_groups(candidates, tasks=self._tasks)
         results = run_groups(
             merge_files,
             (spec, self._source),
             groups,
             cleanup=lambda r: delete_merge_written(spec, r),
+            local=local,
         )
         staged = StagedMerge(
             table=self._table,
@@ -224,12 +225,6 @@ class TableMerger:
             staged.abort()
             raise
         return staged
-
-
-def _tasks(candidates: pa.Table, tasks: int | None) -> int:
-    from raydelta.dml.execution import default_tasks
-
-    return default_tasks(candidates) if tasks is None else tasks
 
 
 def _candidates(snapshot: Snapshot, plan: MergePlan, prune: str | None) -> pa.Table:
