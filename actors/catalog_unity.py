@@ -79,16 +79,22 @@ class NamespaceNotFoundError(TableNotFoundError):
     """A catalog or schema that does not exist (``kind`` says which)."""
 
     def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
+        super().__init__(message, kind)  # both in args: the error crosses processes
         self.kind = kind
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class NamespaceAlreadyExistsError(TableAlreadyExistsError):
     """A catalog or schema that exists already (``kind`` says which)."""
 
     def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
+        super().__init__(message, kind)  # both in args: the error crosses processes
         self.kind = kind
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class NamespaceNotEmptyError(InvalidArgumentError):

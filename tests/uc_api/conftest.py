@@ -14,8 +14,8 @@ front of a real ``Catalog`` actor (authorization on).
 - ``.restart_server()``: stop the HTTP server and start a new one on the
   same port (the catalog actor keeps running).
 
-``sdk_configuration(server, token)`` configures Unity Catalog's Python SDK
-(``unitycatalog-client``, async) for a token; ``uc_request`` (and
+``sdk_client(server, token)`` is a client of Unity Catalog's Python SDK
+(``unitycatalog-client``, async) sending a token; ``uc_request`` (and
 ``server.request``) sends raw HTTP with urllib and returns ``(status, json
 body)``.
 """
@@ -123,15 +123,17 @@ def uc_server(ray_cluster: Any, tmp_path: Path) -> Iterator[UCServerFixture]:
     stop_uc_server(fixture, tmp_path)
 
 
-def sdk_configuration(server: UCServerFixture, token: str | None) -> Any:
-    """A ``Configuration`` of Unity Catalog's Python SDK for ``server`` and ``token``
-    (use it as ``async with ApiClient(configuration) as client: ...``)."""
-    from unitycatalog.client import Configuration
+def sdk_client(server: UCServerFixture, token: str | None) -> Any:
+    """An ``ApiClient`` of Unity Catalog's Python SDK (``unitycatalog-client``,
+    async) for ``server``, sending ``token`` as its bearer token (the SDK
+    0.4.0 has no token setting of its own: it goes as a default header).
+    Use it as ``async with sdk_client(server, token) as client: ...``."""
+    from unitycatalog.client import ApiClient, Configuration
 
     configuration = Configuration(host=server.api)
-    if token is not None:
-        configuration.access_token = token
-    return configuration
+    if token is None:
+        return ApiClient(configuration)
+    return ApiClient(configuration, header_name="Authorization", header_value=f"Bearer {token}")
 
 
 # --- writing like a Unity Catalog client (delta-spark's coordinator) -----------------------
