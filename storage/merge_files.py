@@ -40,6 +40,7 @@ from pyroaring import BitMap64
 
 from raydelta.protocol.actions import AddCDCFile, AddFile, Metadata, Protocol, RemoveFile
 from raydelta.protocol.errors import InvalidExpressionError
+from raydelta.protocol.expressions import SqlExpression, evaluate
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.merge_rules import (
     MergeClause,
@@ -54,6 +55,7 @@ from raydelta.protocol.merge_rules import (
 from raydelta.protocol.merge_rules import positions as row_positions
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.write_rules import table_write_rules
 from raydelta.storage.data_files import data_file_path
 from raydelta.storage.deletion_vector_files import write_deletion_vector_file
 from raydelta.storage.dml_files import (
@@ -154,6 +156,7 @@ def merge_files(
     by_source = plan.of_kind("not_matched_by_source")
     scan_ns = rewrite_ns = 0
     unique = unique_source_key(plan, source)
+    generated = table_write_rules(spec.protocol, spec.metadata).generated
     try:
         for row in files:
             add = row_to_add(dict(row))
@@ -164,7 +167,9 @@ def merge_files(
             matched_sources.append(s_idx)
             scan_ns += time.perf_counter_ns() - started
             started = time.perf_counter_ns()
-            outcome = _outcome(plan, rows, source, t_idx, s_idx, matched_clauses, by_source)
+            outcome = _outcome(
+                plan, rows, source, t_idx, s_idx, matched_clauses, by_source, generated
+            )
             touched = outcome.touched
             if not touched:
                 continue
@@ -280,8 +285,11 @@ def _outcome(
     s_idx: pa.Array,
     matched_clauses: list[MergeClause],
     by_source: list[MergeClause],
+    generated: Sequence[tuple[str, SqlExpression]] = (),
 ) -> _Outcome:
-    """What the clauses do to the rows of one target file."""
+    """What the clauses do to the rows of one target file. Updated rows get
+    the generated columns their clause does not set computed from their new
+    values (as delta-spark's MERGE does); the writer checks the others."""
     out = _Outcome()
     columns = list(rows.column_names)
     if matched_clauses and len(t_idx):
@@ -303,7 +311,9 @@ def _outcome(
                     out.counts, num_target_rows_deleted=hits, num_target_rows_matched_deleted=hits
                 )
             else:
-                after = assigned(clause, pairs.filter(take), columns, before)
+                after = _generate(
+                    assigned(clause, pairs.filter(take), columns, before), clause, generated
+                )
                 out.new_rows.append(after)
                 out.updates.append((before, after))
                 _count(
@@ -331,7 +341,9 @@ def _outcome(
                         num_target_rows_not_matched_by_source_deleted=hits,
                     )
                 else:
-                    after = assigned(clause, alone.filter(take), columns, before)
+                    after = _generate(
+                        assigned(clause, alone.filter(take), columns, before), clause, generated
+                    )
                     out.new_rows.append(after)
                     out.updates.append((before, after))
                     _count(
@@ -340,6 +352,23 @@ def _outcome(
                         num_target_rows_not_matched_by_source_updated=hits,
                     )
     return out
+
+
+def _generate(
+    rows: pa.Table, clause: MergeClause, generated: Sequence[tuple[str, SqlExpression]]
+) -> pa.Table:
+    """``rows`` with each generated column ``clause`` does not assign computed."""
+    given = {name for name, _ in clause.assignments}
+    for name, expression in generated:
+        if name in given or name not in rows.column_names:
+            continue
+        index = rows.column_names.index(name)
+        wanted = rows.schema.field(index).type
+        value = evaluate(expression, rows)
+        if not pa.types.is_null(wanted):
+            value = value.cast(wanted)
+        rows = rows.set_column(index, rows.schema.field(index).with_type(value.type), value)
+    return rows
 
 
 def delete_merge_written(spec: MergeSpec, result: MergeFileResult) -> None:

@@ -61,6 +61,7 @@ from raydelta.protocol.merge_rules import (
 )
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.write_rules import table_write_rules
 from raydelta.storage.data_writer import check_writable, write_data
 from raydelta.storage.dml_files import RewriteSpec, _Writer
 from raydelta.storage.merge_files import (
@@ -169,6 +170,7 @@ class TableMerger:
             snapshot, self._source, merge_schema=self._merge_schema
         )
         config = TableConfiguration(protocol or snapshot.protocol, metadata or snapshot.metadata)
+        rules = table_write_rules(config.protocol, config.metadata)
         columns = tuple(f.name for f in config.schema.fields)
         plan = check_plan(
             MergePlan(
@@ -186,6 +188,7 @@ class TableMerger:
             self._clauses,
             target_schema=to_arrow(config.schema),
             source=self._source,
+            identity_columns=frozenset(i.column for i in rules.identities),
         )
         spec = MergeSpec(
             table_uri=self._table.uri,
@@ -220,10 +223,13 @@ class TableMerger:
             new_protocol=protocol,
         )
         try:
-            staged.results.append(_insert(spec, self._source, results))
+            inserted, written_metadata = _insert(spec, self._source, results)
+            staged.results.append(inserted)
         except BaseException:
             staged.abort()
             raise
+        if written_metadata is not None:  # identity high-water marks moved
+            staged.new_metadata = written_metadata
         return staged
 
 
@@ -286,17 +292,20 @@ def merge_prune_sql(plan: MergePlan, snapshot: Snapshot, source: pa.Table) -> st
     return " AND ".join(terms) if terms else None
 
 
-def _insert(spec: MergeSpec, source: pa.Table, results: list[MergeFileResult]) -> MergeFileResult:
-    """Write the source rows no target row matched, through the inserting clauses."""
+def _insert(
+    spec: MergeSpec, source: pa.Table, results: list[MergeFileResult]
+) -> tuple[MergeFileResult, Any]:
+    """Write the source rows no target row matched, through the inserting
+    clauses; with the metadata the writer moved (identity marks), or None."""
     plan = spec.plan
     inserting = plan.of_kind("not_matched")
     if not inserting or source.num_rows == 0:
-        return MergeFileResult()
+        return MergeFileResult(), None
     matched = pa.array(sorted({i for r in results for i in r.matched_source_rows}), pa.int64())
     every = pa.array(range(source.num_rows), pa.int64())
     unmatched = every.filter(pc.invert(pc.is_in(every, value_set=matched)))
     if len(unmatched) == 0:
-        return MergeFileResult()
+        return MergeFileResult(), None
     rows = source.take(unmatched)
     pairs = pair_table(plan, None, rows, rows.num_rows)
     chosen = first_clause(inserting, pairs)
@@ -310,7 +319,7 @@ def _insert(spec: MergeSpec, source: pa.Table, results: list[MergeFileResult]) -
             made = assigned(clause, pairs.filter(take), given, None)
             parts.append(conform(made, pa.schema([schema.field(n) for n in given])))
     if not parts:
-        return MergeFileResult()
+        return MergeFileResult(), None
     new_rows = pa.concat_tables(parts, promote_options="default")
     result = write_data(
         spec.table_uri,
@@ -331,7 +340,7 @@ def _insert(spec: MergeSpec, source: pa.Table, results: list[MergeFileResult]) -
             storage_options=spec.storage_options,
         )
         writer = _Writer(rewrite, config)
-        full = conform(new_rows, schema)
+        full = _as_written(new_rows, spec, result)
         try:
             for key, part in _by_partition(full, config.partition_columns):
                 writer.change(SimpleNamespace(partition_values=key), part, "insert")  # type: ignore[arg-type]
@@ -349,7 +358,28 @@ def _insert(spec: MergeSpec, source: pa.Table, results: list[MergeFileResult]) -
             "num_target_change_file_bytes": sum(c.size for c in cdc),
         },
         written=tuple(written),
-    )
+    ), result.metadata
+
+
+def _as_written(rows: pa.Table, spec: MergeSpec, result: Any) -> pa.Table:
+    """The inserted rows as the writer stored them (computed columns filled),
+    for the change data: read back from the files just written."""
+    from raydelta.storage.data_files import read_logical_file
+
+    config = TableConfiguration(spec.protocol, result.metadata or spec.metadata)
+    tables = [
+        read_logical_file(
+            spec.table_uri,
+            add.to_json_dict(),
+            config.schema,
+            config.partition_columns,
+            column_mapping_mode=config.column_mapping_mode,
+            storage_options=spec.storage_options,
+        )
+        for add in result.adds
+    ]
+    schema = to_arrow(config.schema)
+    return pa.concat_tables([schema.empty_table(), *(conform(t, schema) for t in tables)])
 
 
 def _by_partition(

@@ -11,7 +11,8 @@ Invariants:
   only the target.
 - ``*_all`` clauses assign every target column the source has (matched by
   name, case-insensitively); target columns the source lacks keep their
-  value (update) or are NULL/default (insert).
+  value (update) or are NULL/default (insert). Identity columns are never
+  updated: ``update_all`` leaves them, an explicit update is refused.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow as pa
 from raydelta.dml.operations import _castable
 from raydelta.dml.operations import check_deterministic as _parse_deterministic
 from raydelta.protocol.errors import (
+    IdentityColumnError,
     InvalidArgumentError,
     InvalidExpressionError,
 )
@@ -105,12 +107,15 @@ def _target_column(name: str, plan: MergePlan) -> str:
     )
 
 
-def _star(clause: MergeClause, plan: MergePlan, source: pa.Table) -> MergeClause:
+def _star(
+    clause: MergeClause, plan: MergePlan, source: pa.Table, identity_columns: frozenset[str]
+) -> MergeClause:
     by_name = {n.lower(): n for n in source.column_names}
     pairs = tuple(
         (column, f"{plan.source_alias}.`{by_name[column.lower()]}`")
         for column in plan.target_columns
         if column.lower() in by_name
+        and not (clause.action == "update" and column in identity_columns)
     )
     if not pairs:
         raise InvalidArgumentError("the source has none of the target's columns")
@@ -123,8 +128,13 @@ def check_plan(
     *,
     target_schema: pa.Schema,
     source: pa.Table,
+    identity_columns: frozenset[str] = frozenset(),
 ) -> MergePlan:
-    """The plan with its clauses resolved and checked (see the module)."""
+    """The plan with its clauses resolved and checked (see the module).
+    An update clause may not assign an ``identity_columns`` column
+    (:class:`IdentityColumnError`, delta-spark's
+    ``IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED``); ``update_all`` leaves them
+    as they are."""
     target = target_schema.empty_table()
     empty_source = source.schema.empty_table()
     both = pair_table(plan, target, empty_source, 0)
@@ -141,10 +151,16 @@ def check_plan(
         what = f"{clause.kind.replace('_', ' ')} {clause.action} condition"
         _check_condition(clause.condition, view, what)
         if star:
-            clause = _star(clause, plan, source)
+            clause = _star(clause, plan, source, identity_columns)
         pairs = []
         for column, value in clause.assignments:
             name = _target_column(column, plan)
+            if clause.action == "update" and name in identity_columns:
+                raise IdentityColumnError(
+                    f"[IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED] the MERGE {clause.kind} update "
+                    f"sets the identity column {name!r}; identity values cannot be updated",
+                    name,
+                )
             _check_deterministic(value, f"value of {name!r}")
             result = evaluate(parse_expression(value), view)
             wanted = target_schema.field(name).type

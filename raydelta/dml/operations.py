@@ -51,6 +51,7 @@ from raydelta.protocol.dml_metrics import (
     from_counts,
 )
 from raydelta.protocol.errors import (
+    IdentityColumnError,
     InvalidArgumentError,
     InvalidExpressionError,
     NonDeterministicExpressionError,
@@ -410,6 +411,21 @@ def stage_delete(
     )
 
 
+def _refuse_identity_updates(snapshot: Snapshot, assignments: Mapping[str, Any]) -> None:
+    """delta-spark refuses to update an identity column
+    (``IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED``)."""
+    from raydelta.protocol.write_rules import table_write_rules
+
+    rules = table_write_rules(snapshot.protocol, snapshot.metadata)
+    for identity in rules.identities:
+        if identity.column in assignments:
+            raise IdentityColumnError(
+                "[IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED] the UPDATE sets the identity column "
+                f"{identity.column!r}; identity values cannot be updated",
+                identity.column,
+            )
+
+
 def stage_update(
     table: TableClient,
     updates: Mapping[str, str] | None = None,
@@ -428,6 +444,7 @@ def stage_update(
     from raydelta.storage.data_writer import check_writable
 
     check_writable(snapshot.protocol, snapshot.metadata)
+    _refuse_identity_updates(snapshot, assignments)
     candidates = candidate_files(snapshot, condition)
     spec = RewriteSpec(
         table_uri=table.uri,
