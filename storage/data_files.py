@@ -261,6 +261,7 @@ def write_data_file(
     materialize_partition_columns: bool = False,
     directory_prefix: str = "",
     file_prefix: str = "part-00000",
+    hidden_columns: Sequence[str] = (),
 ) -> AddFile:
     """Write ``data`` (logical column names) as one new parquet file; return its ``add``.
 
@@ -269,8 +270,10 @@ def write_data_file(
     ``materialize_partition_columns`` (the ``materializePartitionColumns``
     feature), where they follow the data columns. ``directory_prefix``
     (``_change_data`` for change data files) and ``file_prefix`` place and
-    name the file. The ``add`` carries full
-    statistics (:func:`raydelta.protocol.stats_collection.collect_statistics`).
+    name the file. ``hidden_columns`` (row tracking's materialized row id and
+    commit version columns) are columns of ``data`` outside the schema,
+    written after the others as they are, without statistics. The ``add``
+    carries full statistics (:func:`raydelta.protocol.stats_collection.collect_statistics`).
     This is the one place raydelta writes a data file; the data writer
     (``storage/data_writer.py``) enforces the table's rules before calling it.
     """
@@ -309,6 +312,9 @@ def write_data_file(
             ],
             schema=physical,
         )
+    for hidden in hidden_columns:
+        if hidden in data.column_names:
+            file_data = file_data.append_column(hidden, data.column(hidden))
     with fs.open(target, "wb") as handle:
         pq.write_table(file_data, handle, compression="snappy")
     size = int(fs.size(target))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -96,6 +96,7 @@ def write_data(
     storage_options: dict[str, Any] | None = None,
     on_rows_written: Callable[[int], None] | None = None,
     rewrite: bool = False,
+    hidden_columns: Sequence[str] = (),
 ) -> WriteResult:
     """Write ``data`` as new data files of the table; commit nothing.
 
@@ -106,6 +107,9 @@ def write_data(
     ``rewrite=True`` writes rows that are already in the table (DML copies
     and updates): identity values are kept as they are, never refused as
     explicit inserts, and the high-water marks do not move.
+    ``hidden_columns`` are columns of ``data`` outside the schema (row
+    tracking's materialized columns, named in the table's configuration),
+    carried into the files unchecked.
     """
     if schema_mode not in (None, "merge", "overwrite"):
         raise InvalidArgumentError(
@@ -124,15 +128,20 @@ def write_data(
             rules,
             identities=tuple(replace(i, allow_explicit_insert=True) for i in rules.identities),
         )
-    writer = _FileWriter(table_uri, rules, target_file_size, storage_options)
+    writer = _FileWriter(table_uri, rules, target_file_size, storage_options, hidden_columns)
     marks: dict[str, int | None] = {i.column: i.high_water_mark for i in rules.identities}
     now = dt.datetime.now(dt.UTC)
     rows = 0
     try:
         for batch in batches:
-            aligned = align_to_schema(batch, rules.schema, computed=rules.computed_columns)
+            hidden = [c for c in hidden_columns if c in batch.column_names]
+            aligned = align_to_schema(
+                batch.drop_columns(hidden), rules.schema, computed=rules.computed_columns
+            )
             complete = complete_rows(aligned, rules, now=now, high_water_marks=marks)
             check_rows(complete, rules)
+            for column in hidden:
+                complete = complete.append_column(column, batch.column(column))
             writer.add(complete)
             rows += complete.num_rows
             if on_rows_written is not None and complete.num_rows:
@@ -252,8 +261,10 @@ class _FileWriter:
         rules: TableWriteRules,
         target_file_size: int,
         storage_options: dict[str, Any] | None,
+        hidden_columns: Sequence[str] = (),
     ) -> None:
         self.table_uri = table_uri
+        self.hidden_columns = tuple(hidden_columns)
         self.rules = rules
         self.target = target_file_size
         self.storage_options = storage_options
@@ -333,6 +344,7 @@ class _FileWriter:
                 storage_options=self.storage_options,
                 stats_spec=self.spec,
                 materialize_partition_columns=self.rules.materialize_partition_columns,
+                hidden_columns=self.hidden_columns,
             )
             self.adds.append(add)
 
