@@ -227,6 +227,16 @@ class Transaction:
         self._actions.append(CommitInfo.model_validate(body))
         return self
 
+    def set_commit_tags(self, tags: Mapping[str, str]) -> Transaction:
+        """Add ``tags`` to the commit's ``commitInfo.tags`` (e.g. a DML that
+        preserved stable row ids tags ``delta.rowTracking.preserved``)."""
+        info = next((a for a in self._actions if isinstance(a, CommitInfo)), None)
+        body = dict(info.to_json_dict()) if info is not None else {}
+        body["tags"] = {**dict(body.get("tags") or {}), **{k: str(v) for k, v in tags.items()}}
+        self._actions = [a for a in self._actions if not isinstance(a, CommitInfo)]
+        self._actions.append(CommitInfo.model_validate(body))
+        return self
+
     def set_user_metadata(self, text: str) -> Transaction:
         """Record ``text`` as the commit's ``commitInfo.userMetadata``
         (delta-spark's ``userMetadata`` write option)."""
