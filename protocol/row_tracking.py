@@ -19,6 +19,11 @@ Invariants:
   consecutive id ranges above the high-water mark it is given, and the
   domain it emits covers them; adds that keep a committed ``baseRowId``
   keep it.
+- :func:`stable_row_ids` / :func:`stable_commit_versions` give a row's
+  stable values (materialized, else default generated); writers that copy
+  or update rows carry them in the :class:`MaterializedColumns` (a copied
+  row keeps both, an updated row its id, its commit version NULL so it
+  takes the new file's), so delta-spark reads the same ``_metadata.row_id``.
 - :func:`high_water_mark_of` refuses a domain without an integer
   ``rowIdHighWaterMark`` (or ``highWaterMark``) (:class:`InvalidFileActionError`),
   never guesses one.
@@ -27,11 +32,19 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from raydelta.protocol.actions import Action, AddFile, CommitInfo, DomainMetadata, RemoveFile
-from raydelta.protocol.errors import InvalidFileActionError
+from raydelta.protocol.errors import InvalidFileActionError, InvalidTableError
+from raydelta.protocol.table_properties import (
+    MATERIALIZED_ROW_COMMIT_VERSION_COLUMN,
+    MATERIALIZED_ROW_ID_COLUMN,
+)
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 ROW_TRACKING_PRESERVED_TAG = "delta.rowTracking.preserved"
@@ -148,4 +161,83 @@ def with_row_tracking_preserved(info: CommitInfo, actions: Sequence[Action]) -> 
     )
     tags[ROW_TRACKING_PRESERVED_TAG] = "false" if rewritten else "true"
     body["tags"] = tags
+    return CommitInfo.model_validate(body)
+
+
+# --- preserving stable row ids when rows are copied or updated ------------------------
+
+
+@dataclass(frozen=True)
+class MaterializedColumns:
+    """The hidden columns that hold preserved stable row ids and row commit
+    versions (named in the table's configuration, outside the schema)."""
+
+    row_id: str
+    row_commit_version: str
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return (self.row_id, self.row_commit_version)
+
+
+def materialized_columns(
+    configuration: Mapping[str, str], *, enabled: bool
+) -> MaterializedColumns | None:
+    """The materialized columns a writer must fill when rows are copied or
+    updated: None unless row tracking is ``enabled`` (merely supported, ids
+    cannot be preserved, per the spec). A table with row tracking enabled
+    but without both column names cannot have its ids preserved: refused
+    (:class:`InvalidTableError`), never written around."""
+    if not enabled:
+        return None
+    row_id = configuration.get(MATERIALIZED_ROW_ID_COLUMN)
+    version = configuration.get(MATERIALIZED_ROW_COMMIT_VERSION_COLUMN)
+    if not row_id or not version:
+        raise InvalidTableError(
+            "row tracking is enabled but the table's configuration does not name its "
+            f"materialized columns ({MATERIALIZED_ROW_ID_COLUMN}, "
+            f"{MATERIALIZED_ROW_COMMIT_VERSION_COLUMN}); rows cannot be rewritten "
+            "without losing their stable row ids"
+        )
+    return MaterializedColumns(row_id, version)
+
+
+def stable_row_ids(
+    add: AddFile, materialized: pa.Array | None, physical_positions: pa.Array
+) -> pa.Array:
+    """The stable row id of each row at ``physical_positions`` of ``add``'s file:
+    the materialized id where the file has one, else ``baseRowId + position``.
+    A file without ``baseRowId`` on a row-tracking table is refused."""
+    if add.base_row_id is None:
+        raise InvalidFileActionError(
+            f"add {add.path!r} has no baseRowId on a table with row tracking enabled; "
+            "its rows' stable ids are unknown"
+        )
+    default = pc.add(physical_positions.cast(pa.int64()), pa.scalar(add.base_row_id, pa.int64()))
+    if materialized is None:
+        return default
+    return pc.coalesce(materialized.cast(pa.int64()), default)
+
+
+def stable_commit_versions(add: AddFile, materialized: pa.Array | None, count: int) -> pa.Array:
+    """The stable row commit version of ``count`` rows of ``add``'s file: the
+    materialized one where present, else ``defaultRowCommitVersion`` (refused
+    when the file has none)."""
+    if add.default_row_commit_version is None:
+        raise InvalidFileActionError(
+            f"add {add.path!r} has no defaultRowCommitVersion on a table with row "
+            "tracking enabled; its rows' commit versions are unknown"
+        )
+    default = pa.array([add.default_row_commit_version] * count, pa.int64())
+    if materialized is None:
+        return default
+    return pc.coalesce(materialized.cast(pa.int64()), default)
+
+
+def preserved_tag(info: CommitInfo) -> CommitInfo:
+    """``info`` tagged ``delta.rowTracking.preserved=true``: the writer
+    materialized every copied or updated row's stable id and every copied
+    row's commit version."""
+    body = dict(info.to_json_dict())
+    body["tags"] = {**dict(body.get("tags") or {}), ROW_TRACKING_PRESERVED_TAG: "true"}
     return CommitInfo.model_validate(body)

@@ -33,6 +33,10 @@ Invariants:
   action each (``dataChange=false``).
 - The removes carry the removed add's partition values, size, deletion
   vector and row-tracking fields; a remove's path is the add's path as logged.
+- Row tracking enabled: every copied row carries its stable row id and row
+  commit version, every updated row its stable row id (commit version
+  NULL), in the table's materialized columns; re-added DV files keep
+  ``baseRowId``/``defaultRowCommitVersion``. So no stable id changes.
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ from raydelta.protocol.errors import InvalidExpressionError
 from raydelta.protocol.expressions import evaluate
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.merge_rules import parsed
+from raydelta.protocol.row_tracking import (
+    MaterializedColumns,
+    materialized_columns,
+    stable_commit_versions,
+    stable_row_ids,
+)
 from raydelta.protocol.schema import (
     COLUMN_MAPPING_PHYSICAL_NAME_KEY,
     PrimitiveType,
@@ -196,6 +206,8 @@ class _Writer:
         self.written: list[str] = []
         self.staged: dict[str, list[pa.Table]] = {}
         self.staged_bytes = 0
+        columns = tracking_columns(config)
+        self.hidden_columns: tuple[str, ...] = columns.names if columns is not None else ()
         self.change_parts: dict[tuple[tuple[str, str | None], ...], list[pa.Table]] = {}
         self.change_values: dict[tuple[tuple[str, str | None], ...], dict[str, Any]] = {}
 
@@ -212,6 +224,7 @@ class _Writer:
             metadata=self.spec.metadata,
             storage_options=self.spec.storage_options,
             rewrite=True,
+            hidden_columns=self.hidden_columns,
             **kwargs,
         )
         self.written.extend(a.path for a in result.adds)
@@ -308,36 +321,129 @@ def _loose_stats(stats: str | None) -> str | None:
     return json.dumps(parsed, separators=(",", ":"))
 
 
-def _read_with_positions(
-    spec: RewriteSpec, config: TableConfiguration, add: AddFile
-) -> tuple[pa.Table, pa.Array, BitMap64]:
-    """The file's live rows, their physical positions, and its current DV rows."""
+@dataclass(frozen=True)
+class LiveRows:
+    """A file's live rows, their physical positions, the rows its current
+    deletion vector deletes, and, with row tracking enabled, each live
+    row's stable row id and row commit version."""
+
+    rows: pa.Table
+    positions: pa.Array
+    deleted: BitMap64
+    row_ids: pa.Array | None = None
+    commit_versions: pa.Array | None = None
+
+    def tracking(self, mask: pa.Array | None, *, updated: bool = False) -> _Tracking:
+        """The stable values of the rows ``mask`` selects (all for None);
+        an updated row's commit version is NULL (it takes its new file's)."""
+        if self.row_ids is None or self.commit_versions is None:
+            return None
+        ids = self.row_ids if mask is None else self.row_ids.filter(mask)
+        if updated:
+            return ids, pa.nulls(len(ids), pa.int64())
+        versions = self.commit_versions if mask is None else self.commit_versions.filter(mask)
+        return ids, versions
+
+    def take_tracking(self, indices: pa.Array, *, updated: bool = False) -> _Tracking:
+        """As :meth:`tracking`, for the live rows at ``indices``."""
+        if self.row_ids is None or self.commit_versions is None:
+            return None
+        ids = self.row_ids.take(indices)
+        if updated:
+            return ids, pa.nulls(len(ids), pa.int64())
+        return ids, self.commit_versions.take(indices)
+
+
+_Tracking: TypeAlias = "tuple[pa.Array, pa.Array] | None"
+
+
+def with_tracking(
+    rows: pa.Table, columns: MaterializedColumns | None, tracking: _Tracking
+) -> pa.Table:
+    """``rows`` with the materialized row id / commit version columns appended
+    (hidden columns the writer carries into the files)."""
+    if columns is None or tracking is None:
+        return rows
+    ids, versions = tracking
+    return rows.append_column(columns.row_id, ids).append_column(
+        columns.row_commit_version, versions
+    )
+
+
+def tracking_columns(config: TableConfiguration) -> MaterializedColumns | None:
+    """The materialized columns to fill (row tracking enabled), else None."""
+    return materialized_columns(config.configuration, enabled=config.row_tracking_enabled)
+
+
+def read_live_rows(
+    table_uri: str,
+    storage_options: dict[str, Any] | None,
+    config: TableConfiguration,
+    add: AddFile,
+) -> LiveRows:
+    """The file's live rows (see :class:`LiveRows`)."""
     raw = dict(add.to_json_dict())
     raw["deletionVector"] = None
     rows = read_logical_file(
-        spec.table_uri,
+        table_uri,
         raw,
         config.schema,
         config.partition_columns,
         column_mapping_mode=config.column_mapping_mode,
-        storage_options=spec.storage_options,
+        storage_options=storage_options,
     )
     positions = pa.array(np.arange(rows.num_rows, dtype=np.uint64))
+    columns = tracking_columns(config)
+    row_ids = versions = None
+    if columns is not None:
+        stored = _materialized(table_uri, storage_options, add, columns)
+        row_ids = stable_row_ids(add, stored.get(columns.row_id), positions)
+        versions = stable_commit_versions(
+            add, stored.get(columns.row_commit_version), rows.num_rows
+        )
     old = BitMap64()
     if add.deletion_vector is not None:
-        old = read_deleted_rows(
-            add.deletion_vector, spec.table_uri, storage_options=spec.storage_options
-        )
+        old = read_deleted_rows(add.deletion_vector, table_uri, storage_options=storage_options)
         if len(old):
             live = pc.invert(pc.is_in(positions, value_set=pa.array(list(old), pa.uint64())))
             rows, positions = rows.filter(live), positions.filter(live)
-    return rows, positions, old
+            if row_ids is not None and versions is not None:
+                row_ids, versions = row_ids.filter(live), versions.filter(live)
+    return LiveRows(rows, positions, old, row_ids, versions)
+
+
+def _materialized(
+    table_uri: str,
+    storage_options: dict[str, Any] | None,
+    add: AddFile,
+    columns: MaterializedColumns,
+) -> dict[str, pa.Array]:
+    """The materialized columns the file holds (a file may lack them: all NULL)."""
+    import pyarrow.parquet as pq
+
+    fs, root = split_uri(table_uri, storage_options)
+    with fs.open(data_file_path(fs, root, add.path), "rb") as handle:
+        parquet = pq.ParquetFile(handle)
+        present = [c for c in columns.names if c in parquet.schema_arrow.names]
+        if not present:
+            return {}
+        table = parquet.read(columns=present)
+    return {name: table.column(name).combine_chunks() for name in present}
+
+
+def _read_with_positions(
+    spec: RewriteSpec, config: TableConfiguration, add: AddFile
+) -> tuple[pa.Table, pa.Array, BitMap64]:
+    """The file's live rows, their physical positions, and its current DV rows."""
+    live = read_live_rows(spec.table_uri, spec.storage_options, config, add)
+    return live.rows, live.positions, live.deleted
 
 
 def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> FileRewrite:
     """Apply ``spec`` to ``files`` (canonical ``add`` rows of the snapshot)."""
     config = TableConfiguration(spec.protocol, spec.metadata)
     writer = _Writer(spec, config)
+    tracked = tracking_columns(config)
     now_ms = int(time.time() * 1000)
     adds: list[AddFile] = []
     removes: list[RemoveFile] = []
@@ -349,7 +455,8 @@ def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> File
         for row in files:
             add = row_to_add(dict(row))
             started = time.perf_counter_ns()
-            rows, positions, old = _read_with_positions(spec, config, add)
+            live = read_live_rows(spec.table_uri, spec.storage_options, config, add)
+            rows, positions, old = live.rows, live.positions, live.deleted
             selected = condition_mask(spec.condition, rows)
             hits = rows.filter(selected)
             scan_ns += time.perf_counter_ns() - started
@@ -379,12 +486,21 @@ def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> File
                 elif add.deletion_vector is not None:
                     file_counts["num_deletion_vectors_removed"] = 1
             else:
-                written.extend(writer.stage(kept))
+                copied = with_tracking(kept, tracked, live.tracking(pc.invert(selected)))
+                written.extend(writer.stage(copied))
                 file_counts["num_copied_rows"] = kept.num_rows
                 if add.deletion_vector is not None:
                     file_counts["num_deletion_vectors_removed"] = 1
             if new_rows is not None:
-                written.extend(writer.stage(_without_recomputed(new_rows, spec, config)))
+                written.extend(
+                    writer.stage(
+                        with_tracking(
+                            _without_recomputed(new_rows, spec, config),
+                            tracked,
+                            live.tracking(selected, updated=True),
+                        )
+                    )
+                )
             if spec.write_change_data:
                 if spec.kind == "delete":
                     writer.change(add, hits, "delete")
@@ -496,8 +612,12 @@ __all__ = [
     "Condition",
     "FileRewrite",
     "Literal_",
+    "LiveRows",
     "RewriteSpec",
     "condition_mask",
+    "read_live_rows",
     "remove_of",
     "rewrite_files",
+    "tracking_columns",
+    "with_tracking",
 ]

@@ -22,6 +22,9 @@ Invariants:
 - A target row matched by several source rows raises the multiple-match
   error before any file of the call is written for that row's file, and the
   files already written by the call are deleted.
+- Row tracking enabled: copied rows keep their stable row id and commit
+  version, updated rows their stable row id (materialized columns; see
+  :mod:`raydelta.storage.dml_files`).
 - Change data (``write_change_data``): ``update_preimage`` /
   ``update_postimage`` for updated rows and ``delete`` for deleted rows,
   in ``_change_data/`` files with ``cdc`` actions.
@@ -53,6 +56,7 @@ from raydelta.protocol.merge_rules import (
     unique_source_key,
 )
 from raydelta.protocol.merge_rules import positions as row_positions
+from raydelta.protocol.row_tracking import MaterializedColumns
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.write_rules import table_write_rules
@@ -60,10 +64,12 @@ from raydelta.storage.data_files import data_file_path
 from raydelta.storage.deletion_vector_files import write_deletion_vector_file
 from raydelta.storage.dml_files import (
     RewriteSpec,
-    _read_with_positions,
     _with_dv,
     _Writer,
+    read_live_rows,
     remove_of,
+    tracking_columns,
+    with_tracking,
 )
 from raydelta.storage.log_store import split_uri
 
@@ -145,6 +151,7 @@ def merge_files(
         storage_options=spec.storage_options,
     )
     writer = _Writer(rewrite, config)
+    tracked = tracking_columns(config)
     now_ms = int(time.time() * 1000)
     adds: list[AddFile] = []
     removes: list[RemoveFile] = []
@@ -161,7 +168,8 @@ def merge_files(
         for row in files:
             add = row_to_add(dict(row))
             started = time.perf_counter_ns()
-            rows, positions, old = _read_with_positions(rewrite_read(spec), read_config, add)
+            live = read_live_rows(spec.table_uri, spec.storage_options, read_config, add)
+            rows, positions, old = live.rows, live.positions, live.deleted
             rows = widened(rows, schema).select(schema.names)
             t_idx, s_idx = matching_pairs(plan, rows, source, unique_source=unique)
             matched_sources.append(s_idx)
@@ -174,7 +182,15 @@ def merge_files(
             if not touched:
                 continue
             updated = pa.concat_tables(
-                [schema.empty_table(), *(conform(p, schema) for p in outcome.new_rows)]
+                [
+                    (schema if tracked is None else _tracked_schema(schema, tracked)).empty_table(),
+                    *(
+                        with_tracking(
+                            conform(p, schema), tracked, live.take_tracking(at, updated=True)
+                        )
+                        for p, at in zip(outcome.new_rows, outcome.new_rows_at, strict=True)
+                    ),
+                ]
             )
             mask = pc.is_in(
                 row_positions(rows.num_rows), value_set=pa.array(sorted(touched), pa.int64())
@@ -195,7 +211,9 @@ def merge_files(
                 elif add.deletion_vector is not None:
                     _count(counts, num_target_deletion_vectors_removed=1)
             else:
-                written.extend(writer.stage(kept))
+                written.extend(
+                    writer.stage(with_tracking(kept, tracked, live.tracking(pc.invert(mask))))
+                )
                 _count(counts, num_target_rows_copied=kept.num_rows)
                 if add.deletion_vector is not None:
                     _count(counts, num_target_deletion_vectors_removed=1)
@@ -272,6 +290,8 @@ def rewrite_read(spec: MergeSpec) -> RewriteSpec:
 class _Outcome:
     touched: set[int] = field(default_factory=set)
     new_rows: list[pa.Table] = field(default_factory=list)
+    new_rows_at: list[pa.Array] = field(default_factory=list)
+    """For each of ``new_rows``, the indices of the target rows it updates."""
     updates: list[tuple[pa.Table, pa.Table]] = field(default_factory=list)
     deletes: list[pa.Table] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -315,6 +335,7 @@ def _outcome(
                     assigned(clause, pairs.filter(take), columns, before), clause, generated
                 )
                 out.new_rows.append(after)
+                out.new_rows_at.append(positions)
                 out.updates.append((before, after))
                 _count(
                     out.counts, num_target_rows_updated=hits, num_target_rows_matched_updated=hits
@@ -345,6 +366,7 @@ def _outcome(
                         assigned(clause, alone.filter(take), columns, before), clause, generated
                     )
                     out.new_rows.append(after)
+                    out.new_rows_at.append(unmatched_at.filter(take))
                     out.updates.append((before, after))
                     _count(
                         out.counts,
@@ -352,6 +374,12 @@ def _outcome(
                         num_target_rows_not_matched_by_source_updated=hits,
                     )
     return out
+
+
+def _tracked_schema(schema: pa.Schema, columns: MaterializedColumns) -> pa.Schema:
+    return schema.append(pa.field(columns.row_id, pa.int64())).append(
+        pa.field(columns.row_commit_version, pa.int64())
+    )
 
 
 def _generate(

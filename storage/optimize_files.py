@@ -9,6 +9,8 @@ Invariants:
   change, only the files holding them.
 - The new ``add`` actions carry ``dataChange=false`` (OPTIMIZE changes no
   data; streaming readers skip it).
+- Row tracking enabled: every row keeps its stable row id and row commit
+  version (written to the table's materialized columns).
 - On any failure every file this call wrote is deleted.
 """
 
@@ -24,8 +26,9 @@ from raydelta.protocol.actions import AddFile, Metadata, Protocol
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.zorder import z_order_indices
-from raydelta.storage.data_files import data_file_path, read_logical_file
+from raydelta.storage.data_files import data_file_path
 from raydelta.storage.data_writer import write_data
+from raydelta.storage.dml_files import read_live_rows, tracking_columns, with_tracking
 from raydelta.storage.log_store import split_uri
 
 
@@ -71,17 +74,11 @@ def compact_bins(spec: OptimizeSpec, bins: Sequence[Mapping[str, Any]]) -> BinRe
 
 def _compact_one(spec: OptimizeSpec, files: list[AddFile]) -> BinResult:
     config = TableConfiguration(spec.protocol, spec.metadata)
-    parts = [
-        read_logical_file(
-            spec.table_uri,
-            add.to_json_dict(),
-            config.schema,
-            config.partition_columns,
-            column_mapping_mode=config.column_mapping_mode,
-            storage_options=spec.storage_options,
-        )
-        for add in files
-    ]
+    tracked = tracking_columns(config)
+    parts = []
+    for add in files:
+        live = read_live_rows(spec.table_uri, spec.storage_options, config, add)
+        parts.append(with_tracking(live.rows, tracked, live.tracking(None)))
     rows = pa.concat_tables(parts) if parts else None
     if rows is None or rows.num_rows == 0:
         return BinResult(removed=tuple(files))
@@ -95,6 +92,7 @@ def _compact_one(spec: OptimizeSpec, files: list[AddFile]) -> BinResult:
         target_file_size=spec.target_size,
         storage_options=spec.storage_options,
         rewrite=True,
+        hidden_columns=tracked.names if tracked is not None else (),
     )
     adds = tuple(a.model_copy(update={"data_change": False}) for a in result.adds)
     return BinResult(adds=adds, removed=tuple(files), rows=rows.num_rows)

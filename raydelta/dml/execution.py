@@ -12,6 +12,9 @@ Invariants:
   writes and Arrow kernels release the GIL; a Ray worker would first have
   to import the engine); a larger job, or one given a task count, runs its
   groups as Ray tasks, in parallel on the cluster.
+- A table with row tracking enabled has its commits tagged
+  ``delta.rowTracking.preserved=true`` (:func:`tag_preserved`): the file
+  work preserves stable row ids or raises.
 - All or nothing: when any task fails, every file the other tasks wrote is
   deleted and the first failure is raised as the original exception (not
   Ray's wrapper), so the caller sees the typed error and nothing is left.
@@ -197,6 +200,16 @@ def _run_threads(
             cleanup(result)
         raise failure
     return results
+
+
+def tag_preserved(txn: Any, snapshot: Snapshot) -> None:
+    """Tag the commit ``delta.rowTracking.preserved=true`` on a table with row
+    tracking enabled: the DML's writers materialized every copied or updated
+    row's stable id (and copied rows' commit versions), or refused."""
+    from raydelta.protocol.row_tracking import ROW_TRACKING_PRESERVED_TAG
+
+    if snapshot.table_configuration.row_tracking_enabled:
+        txn.set_commit_tags({ROW_TRACKING_PRESERVED_TAG: "true"})
 
 
 def _unwrapped(error: BaseException) -> BaseException:

@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raydelta.dml.execution import candidate_files, plan_groups, read_predicate, run_groups
+from raydelta.dml.execution import (
+    candidate_files,
+    plan_groups,
+    read_predicate,
+    run_groups,
+    tag_preserved,
+)
 from raydelta.dml.merge_checks import (
     check_deterministic,
     check_plan,
@@ -471,6 +477,7 @@ class StagedMerge:
             txn.add_change_data(*result.cdc)
         metrics = self.metrics()
         txn.set_operation_metrics(metrics.operation_metrics())
+        tag_preserved(txn, self.snapshot)
         try:
             self.version = txn.commit(operation="MERGE", operation_parameters=self.parameters())
             self.committed = txn.committed

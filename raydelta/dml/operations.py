@@ -43,6 +43,7 @@ from raydelta.dml.execution import (
     delete_written,
     read_predicate,
     run_rewrites,
+    tag_preserved,
 )
 from raydelta.protocol.dml_metrics import (
     DeleteMetrics,
@@ -297,6 +298,7 @@ class StagedDml:
             txn.remove(remove)
         metrics = self.metrics(_elapsed_ms(self.started_ns))
         txn.set_operation_metrics(metrics.operation_metrics())
+        tag_preserved(txn, self.snapshot)
         predicates = [] if self.condition_text is None else [self.condition_text]
         try:
             self.version = txn.commit(

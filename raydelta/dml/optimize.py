@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from raydelta.dml.execution import run_groups
+from raydelta.dml.execution import run_groups, tag_preserved
 from raydelta.protocol.dml_metrics import OptimizeMetrics
 from raydelta.protocol.errors import InvalidArgumentError
 from raydelta.protocol.events import IsolationLevel
@@ -280,6 +280,7 @@ def optimize(
     for result in results:
         txn.add(*result.adds)
     txn.set_operation_metrics(metrics.operation_metrics())
+    tag_preserved(txn, snapshot)
     parameters = {
         "predicate": _filter_sql(filters),
         "zOrderBy": list(resolved),
