@@ -32,7 +32,9 @@ full replay's (path, deletion vector, size, stats), above only the counts
 Top-level ``unit``/``ours``/``peer``/``ratio``: the 1M-file cold snapshot's
 peak RSS, ours vs delta-rs (goal ratio <= 0.75).
 
-Run: ``python -m benchmarks.huge_table --sizes 100k,1m,3m,10m``.
+Run: ``python -m benchmarks.huge_table --sizes 100k,1m,3m,10m``;
+``--markdown`` prints the result's README table, ``--resummarise`` recomputes
+its summary (goals, growth, extrapolation) from its rows.
 Writes ``benchmarks/results/huge_table.json``. Only the standard library
 and :mod:`benchmarks.common` are imported at top level (children import it).
 """
@@ -464,7 +466,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=20, help="timed commits per size")
     parser.add_argument("--workdir", default=None, help="copies of the tables go here")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--resummarise", action="store_true", help="recompute the result file's summary only"
+    )
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the result file's README table only"
+    )
     ns = parser.parse_args(argv)
+    if ns.resummarise or ns.markdown:
+        from benchmarks.common import RESULTS_DIR
+        from benchmarks.huge_table_report import render_markdown, resummarise
+
+        path = RESULTS_DIR / f"{NAME}.json"
+        if ns.resummarise:
+            body = resummarise(path)
+            body.pop("name", None)
+            body.pop("machine", None)
+            body.pop("recorded_at", None)
+            previous = json.loads(path.read_text(encoding="utf-8"))
+            path.write_text(json.dumps({**previous, **body}, indent=2) + "\n", encoding="utf-8")
+        print(render_markdown(json.loads(path.read_text(encoding="utf-8"))))
+        return 0
     sizes = [parse_size(s) for s in ns.sizes.split(",") if s.strip()]
     workers = [int(n) for n in ns.workers.split(",") if n.strip()]
     workdir = Path(ns.workdir or Path(tempfile.gettempdir()) / "raydelta-bench-huge")
