@@ -296,8 +296,10 @@ class UnityCommitMethods:
             raise InvalidArgumentError(f"staged commit {path!r} does not exist") from None
         actions = parse_actions(data)
         self._auth.require(principal, entry.name, required_privileges(actions))
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        txn_id = (info.txn_id if info is not None else None) or f"uc:{path}"
         if version <= latest:
-            if self._is_replay(coordinator, version, path, data):
+            if self._is_replay(coordinator, version, path, data, txn_id):
                 return None
             raise CommitVersionConflictError(
                 f"version {version} of {entry.name!r} is already committed "
@@ -317,8 +319,6 @@ class UnityCommitMethods:
                 setting="max_unpublished",
                 backlog=backlog,
             )
-        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        txn_id = (info.txn_id if info is not None else None) or f"uc:{path}"
         won = coordinator.find_committed(txn_id)
         if won is not None:
             raise CommitVersionConflictError(
@@ -329,9 +329,18 @@ class UnityCommitMethods:
         return self._ratifier.last
 
     def _is_replay(
-        self, coordinator: ManagedTableCoordinator, version: int, path: str, data: bytes
+        self,
+        coordinator: ManagedTableCoordinator,
+        version: int,
+        path: str,
+        data: bytes,
+        txn_id: str,
     ) -> bool:
-        """Whether ``path`` is what version ``version`` already holds."""
+        """Whether this commit is what version ``version`` already holds: the same
+        staged file, the same bytes published, or the same transaction (its
+        ``txnId``) re-sent in a new file after an answer was lost."""
+        if coordinator.find_committed(txn_id) == version:
+            return True
         held = [c for c in coordinator.held_commits(version, version)[0] if c.version == version]
         if held:
             return held[0].path == path

@@ -173,6 +173,12 @@ def test_acknowledged_commits_survive_a_catalog_actor_restart(uc_server: UCServe
     status, listed = get_commits(uc_server, table)  # retried by Ray until the restart is up
     assert status == 200, listed
     assert listed["latest_table_version"] == 2
+    # the namespaces and the table's name came back with it (saved under the root)
+    admin = uc_server.admin_token
+    assert uc_server.request("GET", "/catalogs/main", token=admin)[0] == 200
+    assert uc_server.request("GET", "/schemas/main.default", token=admin)[0] == 200
+    status, described = uc_server.request("GET", "/tables/main.default.events", token=admin)
+    assert (status, described["table_id"]) == (200, table["table_id"])
     held = {c["version"]: c["file_name"] for c in listed["commits"]}
     assert all(held[i["version"]] == i["file_name"] for i in infos if i["version"] in held)
     # a replay of an acknowledged commit after the restart is still a success, not a second one
@@ -215,3 +221,49 @@ def test_raydelta_writers_and_uc_clients_share_one_history(uc_server: UCServerFi
     assert json.loads(_published(table, 2).splitlines()[0])["commitInfo"]["engineInfo"] == (
         "tests/uc_api"
     )
+
+
+def test_a_retried_transaction_in_a_new_staged_file_is_not_committed_twice(
+    uc_server: UCServerFixture,
+) -> None:
+    """delta-spark retries a commit whose answer it lost in a *new* staged file of the
+    same transaction (same ``txnId``): that is a replay, not a second commit."""
+    table = create_uc_table(uc_server)
+    location = table["storage_location"]
+    first = stage_commit(location, 1, [data_file(location, [1])])
+    assert post_commit(uc_server, table, first) == (200, {})
+    original = _staged(table, first["file_name"])
+    again = stage_commit(location, 1, [])
+    retry = _log(table) / "_staged_commits" / again["file_name"]
+    retry.write_bytes(original)  # same transaction, same content, another file
+    again["file_size"] = len(original)
+    assert post_commit(uc_server, table, again) == (200, {})
+    _status, listed = get_commits(uc_server, table)
+    assert listed["latest_table_version"] == 1
+    rows = uc_server.catalog.open_table("main.default.events").to_arrow()
+    assert rows.column("id").to_pylist() == [1]
+
+
+def test_a_client_backfilling_other_bytes_is_reported_and_readers_keep_the_ratified_commit(
+    uc_server: UCServerFixture,
+) -> None:
+    table = create_uc_table(uc_server)
+    location = table["storage_location"]
+    ray.get(uc_server.catalog.actor.pause_publishing.remote(True))
+    info = stage_commit(location, 1, [data_file(location, [1])])
+    assert post_commit(uc_server, table, info) == (200, {})
+    rogue = stage_commit(location, 1, [data_file(location, [666])])
+    (_log(table) / f"{1:020d}.json").write_bytes(_staged(table, rogue["file_name"]))
+    ray.get(uc_server.catalog.actor.pause_publishing.remote(False))
+    name = "main.default.events"
+    for _ in range(600):
+        status = ray.get(uc_server.catalog.actor.publish_status.remote(name))
+        if status["error"] is not None:
+            break
+        threading.Event().wait(0.05)
+    assert status["error"] is not None and "1" in status["error"], status
+    # the catalog still holds the ratified commit, and it wins over the rogue file
+    _status_code, listed = get_commits(uc_server, table)
+    assert [c["file_name"] for c in listed["commits"]] == [info["file_name"]]
+    rows = uc_server.catalog.open_table(name).to_arrow()
+    assert rows.column("id").to_pylist() == [1]
