@@ -56,7 +56,7 @@ from raydelta.actors.catalog_auth import ALL_TABLES, Authorizer
 from raydelta.actors.catalog_group_commit import GroupRatifier, Ticket
 from raydelta.actors.catalog_publisher import Publisher
 from raydelta.actors.catalog_tables import ManagedTableCoordinator
-from raydelta.actors.catalog_unity import UnityCatalogMethods
+from raydelta.actors.catalog_unity import UnityCatalogMethods, ensure_staged_commits_dir
 from raydelta.actors.coordinator import CommitCoordinator
 from raydelta.actors.faults import crash_point
 from raydelta.protocol.actions import Action, Metadata, Protocol, serialize_actions
@@ -295,6 +295,7 @@ class CatalogActor(UnityCatalogMethods):
             crash_point("catalog_before_register")
             registered = self._store.register_table(name, location=where, table_id=table_id)
             self._auth.grant_owner(principal, name)
+            ensure_staged_commits_dir(where, self._settings.storage_options)
             return registered
 
     def upgrade_table(self, name: str, token: str | None, location: str, txn_id: str) -> TableEntry:
@@ -329,6 +330,7 @@ class CatalogActor(UnityCatalogMethods):
             self._store.mark_published(table_id, version)
             registered = self._store.register_table(name, location=location, table_id=table_id)
             self._auth.grant_owner(principal, name)
+            ensure_staged_commits_dir(location, self._settings.storage_options)
             return registered
 
     # --- reads -------------------------------------------------------------------------

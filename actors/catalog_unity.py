@@ -56,7 +56,7 @@ from raydelta.protocol.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from raydelta.protocol.file_names import LogFileKind, commit_name
+from raydelta.protocol.file_names import STAGED_COMMITS_DIR, LogFileKind, commit_name
 from raydelta.protocol.privileges import Privilege
 from raydelta.storage.catalog_namespaces import NamespaceRegistry
 from raydelta.storage.log_store import log_store_for
@@ -415,6 +415,7 @@ class UnityCatalogMethods(UnityCommitMethods):
             )
         if staged_id is not None:
             self._ns.staging.pop(staged_id, None)
+        ensure_staged_commits_dir(entry.location, self._settings.storage_options)
         return entry
 
     def _take_over(
@@ -577,6 +578,16 @@ class UnityCatalogMethods(UnityCommitMethods):
             return None
 
 
+def ensure_staged_commits_dir(location: str, storage_options: dict[str, Any] | None) -> None:
+    """Create ``_delta_log/_staged_commits`` of a local table: delta-storage's Unity
+    Catalog client writes its staged files there without creating the directory
+    (delta-spark creates it with every log it makes itself). Object stores
+    have no directories: nothing to do."""
+    store = log_store_for(location, storage_options)
+    if store.on_local_disk:
+        store.fs.makedirs(store.path_of(STAGED_COMMITS_DIR), exist_ok=True)
+
+
 def _within(url: str, location: str) -> bool:
     """Whether the path ``url`` is ``location`` or inside it."""
     a, b = normalize_location(url), normalize_location(location)
@@ -605,5 +616,6 @@ __all__ = [
     "NamespaceNotEmptyError",
     "NamespaceNotFoundError",
     "UnityCatalogMethods",
+    "ensure_staged_commits_dir",
     "split_name",
 ]

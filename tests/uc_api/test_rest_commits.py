@@ -16,6 +16,7 @@ import json
 import threading
 from typing import Any
 
+import pyarrow as pa
 import ray
 
 from raydelta.actors.cluster import NAMESPACE
@@ -50,6 +51,10 @@ def _wait_published(server: UCServerFixture, table: dict[str, Any], version: int
 
 def test_commits_in_order_published_with_the_staged_bytes(uc_server: UCServerFixture) -> None:
     table = create_uc_table(uc_server)
+    # delta-storage's client writes staged files without creating their directory
+    assert (_log(table) / "_staged_commits").is_dir()
+    own = uc_server.catalog.create_table("main.default.own", pa.schema([("id", pa.int64())]))
+    assert (local_path(own.uri) / "_delta_log" / "_staged_commits").is_dir()
     status, listed = get_commits(uc_server, table)
     assert (status, listed) == (200, {"commits": [], "latest_table_version": 0})
     files = []
@@ -199,8 +204,6 @@ def test_raydelta_writers_and_uc_clients_share_one_history(uc_server: UCServerFi
     table = create_uc_table(uc_server)
     location = table["storage_location"]
     ours = uc_server.catalog.open_table("main.default.events")
-    import pyarrow as pa
-
     assert ours.append(pa.table({"id": pa.array([10], pa.int64())})) == 1
     # a UC client that read version 1 commits version 2; GET told it where things stand
     _status, listed = get_commits(uc_server, table)
