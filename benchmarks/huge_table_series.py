@@ -115,14 +115,16 @@ def _state_checks(series: Series, label: str, got: dict[str, Any], built: dict[s
         )
 
 
-def measure_snapshot_and_scan(series: Series, n: int, built: dict[str, Any], repeat: int) -> None:
+def measure_snapshot_and_scan(
+    series: Series, n: int, built: dict[str, Any], repeat: int, *, peer: bool = True
+) -> None:
     uri = built["uri"]
     engines = [
         ("ours", "snapshot_state", "snapshot_setup"),
         ("ours-head", "head_state", "snapshot_setup"),
         ("ours-state", "state_counts", "snapshot_setup"),
     ]
-    if n <= PEER_MAX_FILES:
+    if peer and n <= PEER_MAX_FILES:
         engines.append(("delta-rs", "deltalake_snapshot", "deltalake_setup"))
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in engines}
     for _ in range(repeat):
