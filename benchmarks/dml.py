@@ -30,6 +30,7 @@ level: the children import this module to find their targets.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -102,6 +103,18 @@ def _source(rows: int) -> Any:
     )
 
 
+def _warm_worker() -> int:
+    import raydelta.storage.dml_files  # noqa: F401
+
+    return os.getpid()
+
+
+def _warm_remote() -> Any:
+    import ray
+
+    return ray.remote(num_cpus=1)(_warm_worker)
+
+
 def ours(path: str, operation: str, rows: int, cpus: int, tasks: int | None) -> dict[str, Any]:
     import ray
 
@@ -111,8 +124,11 @@ def ours(path: str, operation: str, rows: int, cpus: int, tasks: int | None) -> 
     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     table = raydelta.open_table(path)
     table.snapshot()
+    if tasks is not None:  # a running cluster's workers have the engine imported
+        warm = _warm_remote()
+        ray.get([warm.remote() for _ in range(tasks)])
     source = _source(rows) if operation == "merge" else None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if operation == "delete":
         metrics: Any = table.delete("id % 1000 = 0")
         changed = metrics.num_deleted_rows
@@ -132,9 +148,9 @@ def ours(path: str, operation: str, rows: int, cpus: int, tasks: int | None) -> 
             .execute()
         )
         changed = metrics.num_target_rows_updated + metrics.num_target_rows_inserted
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     ray.shutdown()
-    return {"seconds": seconds, "changed": changed}
+    return {"seconds": seconds, "cpu_seconds": cpu, "changed": changed}
 
 
 def peer(path: str, operation: str, rows: int) -> dict[str, Any]:
@@ -142,7 +158,7 @@ def peer(path: str, operation: str, rows: int) -> dict[str, Any]:
 
     table = deltalake.DeltaTable(path)
     source = _source(rows)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if operation == "delete":
         changed = table.delete("id % 1000 = 0")["num_deleted_rows"]
     elif operation == "update":
@@ -157,19 +173,63 @@ def peer(path: str, operation: str, rows: int) -> dict[str, Any]:
             .execute()
         )
         changed = result["num_target_rows_updated"] + result["num_target_rows_inserted"]
-    return {"seconds": time.perf_counter() - started, "changed": changed}
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": seconds, "cpu_seconds": cpu, "changed": changed}
 
 
-def _run(base: str, work: str, args: list[Any], repeat: int) -> tuple[float, Any]:
-    times, changed = [], None
+def spark_peer(path: str, operation: str, rows: int) -> dict[str, Any]:
+    """delta-spark (local[2], the session benchmarks/spark_io.py starts) on
+    the same work; the session is up and the table opened before the clock
+    starts (the JVM is as cold as our process is)."""
+    from delta.tables import DeltaTable
+
+    from benchmarks.spark_io import spark_session
+
+    spark = spark_session()
+    spark.sparkContext.setLogLevel("ERROR")
+    table = DeltaTable.forPath(spark, path)
+    table.toDF().limit(1).collect()
+    source = spark.createDataFrame(_source(rows).to_pandas())
+    source.cache().count()
+    started = time.perf_counter()
+    if operation == "delete":
+        table.delete("id % 1000 = 0")
+    elif operation == "update":
+        table.update("id % 100 = 7", {"x": "x + 1"})
+    else:
+        (
+            table.alias("target")
+            .merge(source.alias("source"), "target.id = source.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+    seconds = time.perf_counter() - started
+    metrics = table.history(1).select("operationMetrics").collect()[0][0]
+    if operation == "delete":
+        changed = int(metrics["numDeletedRows"])
+    elif operation == "update":
+        changed = int(metrics["numUpdatedRows"])
+    else:
+        changed = int(metrics["numTargetRowsUpdated"]) + int(metrics["numTargetRowsInserted"])
+    spark.stop()
+    return {"seconds": seconds, "changed": changed}
+
+
+def _run(base: str, work: str, args: list[Any], repeat: int) -> tuple[float, Any, float | None]:
+    """Median wall seconds, rows changed, median CPU seconds of the process
+    (None when not measured: the JVM's is not ours to see)."""
+    times, cpus, changed = [], [], None
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="raydelta-dml-") as tmp:
             copy = str(Path(tmp) / "t")
             shutil.copytree(base, copy)
             result = measure_once(work, [copy, *args], env=ENV, timeout_s=1800).result
         times.append(result["seconds"])
+        if "cpu_seconds" in result:
+            cpus.append(result["cpu_seconds"])
         changed = result["changed"]
-    return statistics.median(times), changed
+    return statistics.median(times), changed, statistics.median(cpus) if cpus else None
 
 
 def main() -> None:
@@ -179,33 +239,54 @@ def main() -> None:
     parser.add_argument("--scale-files", type=int, default=1000)
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--no-spark", action="store_true", help="skip delta-spark")
     ns = parser.parse_args()
     out: dict[str, Any] = {"unit": "seconds", "rows": ns.rows, "files": ns.files}
+    load_at_start = list(os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="raydelta-dml-base-") as tmp:
         plain, dv, many = (str(Path(tmp) / n) for n in ("plain", "dv", "many"))
         measure_once("benchmarks.dml:build_table", [plain, ns.rows, ns.files, False], env=ENV)
         measure_once("benchmarks.dml:build_table", [dv, ns.rows, ns.files, True], env=ENV)
         operations: dict[str, Any] = {}
         for operation in ("delete", "update", "merge"):
-            mine, mine_changed = _run(
+            load = os.getloadavg()[0]
+            mine, mine_changed, mine_cpu = _run(
                 plain, "benchmarks.dml:ours", [operation, ns.rows, 2, None], ns.repeat
             )
-            theirs, their_changed = _run(
+            theirs, their_changed, their_cpu = _run(
                 plain, "benchmarks.dml:peer", [operation, ns.rows], ns.repeat
             )
             if mine_changed != their_changed:
                 raise RuntimeError(
                     f"{operation}: ours changed {mine_changed} rows, deltalake {their_changed}"
                 )
-            operations[operation] = {
+            entry: dict[str, Any] = {
                 "ours": mine,
                 "peer": theirs,
                 "ratio": print_ratio(
                     f"{operation} (vs deltalake)", ours=mine, peer=theirs, unit="s", goal=GOAL_RATIO
                 ),
+                "ours_cpu_s": mine_cpu,
+                "peer_cpu_s": their_cpu,
+                "cpu_ratio": mine_cpu / their_cpu if mine_cpu and their_cpu else None,
                 "rows_changed": mine_changed,
             }
-        with_dv, _ = _run(dv, "benchmarks.dml:ours", ["delete", ns.rows, 2, None], ns.repeat)
+            if not ns.no_spark:
+                spark_s, spark_changed, _ = _run(
+                    plain, "benchmarks.dml:spark_peer", [operation, ns.rows], ns.repeat
+                )
+                if spark_changed != mine_changed:
+                    raise RuntimeError(
+                        f"{operation}: ours changed {mine_changed} rows, "
+                        f"delta-spark {spark_changed}"
+                    )
+                entry["delta_spark"] = spark_s
+                entry["ratio_vs_delta_spark"] = print_ratio(
+                    f"{operation} (vs delta-spark)", ours=mine, peer=spark_s, unit="s", goal=None
+                )
+            entry["load_average_1m_before"] = load
+            operations[operation] = entry
+        with_dv, _, _ = _run(dv, "benchmarks.dml:ours", ["delete", ns.rows, 2, None], ns.repeat)
         cow = operations["delete"]["ours"]
         out["deletion_vectors"] = {
             "delete_dv_s": with_dv,
@@ -217,18 +298,32 @@ def main() -> None:
         measure_once("benchmarks.dml:build_table", [many, ns.rows, ns.scale_files, False], env=ENV)
         scaling = {}
         for workers in ns.workers:
-            seconds, _ = _run(
+            seconds, _, _ = _run(
                 many, "benchmarks.dml:ours", ["update", ns.rows, workers, 2 * workers], ns.repeat
             )
             scaling[str(workers)] = seconds
             print(f"{ns.scale_files}-file update on {workers} Ray worker CPUs: {seconds:.3f}s")
-        out["scaling_update"] = {"files": ns.scale_files, "seconds_by_workers": scaling}
+        out["scaling_update"] = {
+            "files": ns.scale_files,
+            "tasks_per_worker": 2,
+            "workers_warmed": True,
+            "seconds_by_workers": scaling,
+            "note": "ray.init(num_cpus=N) on this machine's usable cores; N beyond them "
+            "cannot run in parallel",
+        }
     out["operations"] = operations
     out["ours"] = operations["merge"]["ours"]
     out["peer"] = operations["merge"]["peer"]
     out["ratio"] = operations["merge"]["ratio"]
     out["peer_name"] = "deltalake"
-    out["delta_spark"] = "not measured"
+    out["goal_ratio"] = GOAL_RATIO
+    out["delta_spark"] = (
+        "not measured (--no-spark)"
+        if ns.no_spark
+        else {op: operations[op]["delta_spark"] for op in operations}
+    )
+    out["load_average_at_start"] = load_at_start
+    out["load_average_at_end"] = list(os.getloadavg())
     path = write_result(NAME, out)
     print(f"wrote {path}")
 

@@ -62,15 +62,8 @@ from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.write_rules import table_write_rules
 from raydelta.storage.data_files import data_file_path
 from raydelta.storage.deletion_vector_files import write_deletion_vector_file
-from raydelta.storage.dml_files import (
-    RewriteSpec,
-    _with_dv,
-    _Writer,
-    read_live_rows,
-    remove_of,
-    tracking_columns,
-    with_tracking,
-)
+from raydelta.storage.dml_files import RewriteSpec, _with_dv, _Writer, remove_of
+from raydelta.storage.live_rows import read_live_rows, tracking_columns, with_tracking
 from raydelta.storage.log_store import split_uri
 
 

@@ -28,7 +28,7 @@ from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.zorder import z_order_indices
 from raydelta.storage.data_files import data_file_path
 from raydelta.storage.data_writer import write_data
-from raydelta.storage.dml_files import read_live_rows, tracking_columns, with_tracking
+from raydelta.storage.live_rows import read_live_rows, tracking_columns, with_tracking
 from raydelta.storage.log_store import split_uri
 
 

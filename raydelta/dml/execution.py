@@ -106,9 +106,7 @@ def is_small_job(files: pa.Table) -> bool:
     return files.num_rows <= 1 or total < SMALL_JOB_BYTES
 
 
-def plan_groups(
-    files: pa.Table, *, tasks: int | None
-) -> tuple[list[list[dict[str, Any]]], bool]:
+def plan_groups(files: pa.Table, *, tasks: int | None) -> tuple[list[list[dict[str, Any]]], bool]:
     """The groups of ``files`` and whether they run in this process (see module)."""
     if tasks is None and is_small_job(files):
         return group_files(files, tasks=local_cpus()), True
