@@ -16,15 +16,11 @@ listed in a module's ``__all__`` or starting with an underscore is internal.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from raydelta.actors.checkpoint_results import CheckpointSummary
-from raydelta.actors.cluster import connect
-from raydelta.catalog import Catalog, CatalogTable
-from raydelta.protocol.catalog_managed import RatifiedCommit
-from raydelta.protocol.durations import parse_duration
 from raydelta.protocol.errors import (
     AppendOnlyViolationError,
     CatalogManagedTableError,
@@ -49,21 +45,56 @@ from raydelta.protocol.errors import (
     UnsupportedTableFeatureException,
     VersionNotFoundError,
 )
-from raydelta.protocol.privileges import Privilege
-from raydelta.storage.history import HistoryEntry
-from raydelta.storage.metadata_cleanup import MetadataCleanupReport
-from raydelta.storage.snapshot import Snapshot
-from raydelta.storage.snapshot import load_snapshot as _load_snapshot
-from raydelta.storage.vacuum import VacuumReport
-from raydelta.table import (
-    History,
-    Table,
-    Transaction,
-    check_version,
-    create_table,
-    open_table,
-    release_table,
-)
+
+if TYPE_CHECKING:
+    from raydelta.actors.checkpoint_results import CheckpointSummary
+    from raydelta.actors.cluster import connect
+    from raydelta.catalog import Catalog, CatalogTable
+    from raydelta.protocol.catalog_managed import RatifiedCommit
+    from raydelta.protocol.durations import parse_duration
+    from raydelta.protocol.privileges import Privilege
+    from raydelta.storage.history import HistoryEntry
+    from raydelta.storage.metadata_cleanup import MetadataCleanupReport
+    from raydelta.storage.snapshot import Snapshot
+    from raydelta.storage.vacuum import VacuumReport
+    from raydelta.table import History, Table, Transaction, create_table, open_table, release_table
+
+_LAZY = {
+    "CheckpointSummary": "raydelta.actors.checkpoint_results",
+    "connect": "raydelta.actors.cluster",
+    "Catalog": "raydelta.catalog",
+    "CatalogTable": "raydelta.catalog",
+    "RatifiedCommit": "raydelta.protocol.catalog_managed",
+    "parse_duration": "raydelta.protocol.durations",
+    "Privilege": "raydelta.protocol.privileges",
+    "HistoryEntry": "raydelta.storage.history",
+    "MetadataCleanupReport": "raydelta.storage.metadata_cleanup",
+    "Snapshot": "raydelta.storage.snapshot",
+    "VacuumReport": "raydelta.storage.vacuum",
+    "History": "raydelta.table",
+    "Table": "raydelta.table",
+    "Transaction": "raydelta.table",
+    "check_version": "raydelta.table",
+    "create_table": "raydelta.table",
+    "open_table": "raydelta.table",
+    "release_table": "raydelta.table",
+}
+"""Public names imported on first use (PEP 562): ``import raydelta`` (or any of
+its submodules) does not pull in Ray, pandas or the catalog until asked."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'raydelta' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.2.0"
 
@@ -93,9 +124,11 @@ def load_snapshot(
     """
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("pass version or timestamp, not both")
-    check_version(version)
     from raydelta.actors.cluster import normalize_uri
+    from raydelta.storage.snapshot import load_snapshot as _load_snapshot
+    from raydelta.table import check_version
 
+    check_version(version)
     return _load_snapshot(
         normalize_uri(uri),
         version=version,
