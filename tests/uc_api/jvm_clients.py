@@ -309,6 +309,8 @@ class JvmUCTable:
         for commit in self.get_commits(version, version)[0]:
             if commit.version == version:
                 return Path(_local(commit.path)).read_text().splitlines()
+        if published.exists():  # published (and forgotten) between the two looks
+            return published.read_text().splitlines()
         raise FileNotFoundError(
             f"version {version} of {self.location} is neither published nor ratified"
         )
@@ -423,22 +425,30 @@ class JvmUCTable:
         actions: Sequence[Mapping[str, Any]],
         *,
         txn_id: str | None = None,
-        max_attempts: int = 50,
+        timeout: float = 300.0,
+        on_error: Any = None,
     ) -> JvmCommit:
-        """A blind append as delta-spark's transaction retries it: commit at latest+1;
-        on a conflict (``CommitFailedException`` with ``conflict``) re-read the table and
-        try the next version (blind appends never conflict logically)."""
+        """One transaction, retried as delta-spark retries it until acknowledged:
+        commit at latest+1 with the same ``txnId`` every attempt; a conflict
+        (``CommitFailedException`` with ``conflict``) re-reads the table and tries the
+        next version (blind appends never conflict logically); a retryable failure
+        (the server unreachable, a 5xx) or a failed read tries again after a pause.
+        ``on_error(error)`` sees each failure (a :class:`DeltaCommitError`)."""
         txn = txn_id or str(uuid.uuid4())
-        last: DeltaCommitError | None = None
-        for _ in range(max_attempts):
-            version = self.latest_version() + 1
+        deadline = time.monotonic() + timeout
+        pause = 0.05
+        while True:
             try:
+                version = self.latest_version() + 1
                 return self.commit(version, actions, txn_id=txn)
             except DeltaCommitError as error:
-                if not (error.conflict and error.retryable):
+                if on_error is not None:
+                    on_error(error)
+                if error.retryable is False or time.monotonic() > deadline:
                     raise
-                last = error
-        raise AssertionError(f"no version won in {max_attempts} attempts: {last}")
+                if not error.conflict:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 2.0)
 
 
 def _local(location: str) -> str:
