@@ -467,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None, help="copies of the tables go here")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the result file's rows of the sizes not measured now",
+    )
+    parser.add_argument(
         "--resummarise", action="store_true", help="recompute the result file's summary only"
     )
     parser.add_argument(
@@ -495,8 +500,19 @@ def main(argv: list[str] | None = None) -> int:
         if not ns.no_write:
             print(f"wrote {write_result(NAME, result)}", flush=True)
 
+    previous = None
+    if ns.merge:
+        from benchmarks.common import RESULTS_DIR
+
+        previous = json.loads((RESULTS_DIR / f"{NAME}.json").read_text(encoding="utf-8"))
     result = run_series(
-        sizes, workers=workers, repeat=ns.repeat, commits=ns.commits, workdir=workdir, save=save
+        sizes,
+        workers=workers,
+        repeat=ns.repeat,
+        commits=ns.commits,
+        workdir=workdir,
+        save=save,
+        previous=previous,
     )
     failed = [c for c in result["checks"] if not c["ok"]]
     for check in failed:

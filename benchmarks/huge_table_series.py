@@ -395,15 +395,27 @@ def run_series(
     commits: int,
     workdir: Path,
     save: Callable[[dict[str, Any]], None] | None = None,
+    previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Measure every size; the result body for ``write_result`` (``save`` gets it after
-    each size too, so a run cut short keeps what it measured)."""
+    each size too, so a run cut short keeps what it measured). With ``previous`` (a
+    result), its rows, checks and tables of the sizes not measured now are kept."""
     from benchmarks.huge_table_build import table_params
 
     workdir.mkdir(parents=True, exist_ok=True)
     series = Series()
     tables: dict[str, Any] = {}
     checkpoints: dict[int, dict[str, Any]] = {}
+    if previous is not None:
+        fresh = {size_label(n) for n in sizes}
+        series.rows = [r for r in previous["rows"] if r["size"] not in fresh]
+        series.checks = [c for c in previous["checks"] if c["what"].split(" ", 1)[0] not in fresh]
+        tables = {k: v for k, v in previous["tables"].items() if k not in fresh}
+        checkpoints = {
+            int(n): run
+            for n, run in previous.get("checkpoint_runs", {}).items()
+            if size_label(int(n)) not in fresh
+        }
     started_load = os.getloadavg()
     git = _git_state()
     result: dict[str, Any] = {}
