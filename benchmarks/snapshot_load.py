@@ -36,6 +36,7 @@ from benchmarks.common import Target, measure_interleaved, print_ratio, print_ta
 
 NAME = "snapshot_load"
 GOAL_RATIO = 1.0
+RSS_GOAL_RATIO = 0.75
 CACHE_DIR = Path(tempfile.gettempdir()) / "raydelta-bench-tables"
 BUILDER_REVISION = 1
 """Bump when ``table_builder`` output changes, to invalidate cached tables."""
@@ -151,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
         print("MISMATCH: engines disagree on the version", file=sys.stderr)
         return 1
     ratio = print_ratio(NAME, ours=ours.median_s, peer=peer.median_s, unit="s", goal=GOAL_RATIO)
-    print(f"peak RSS: raydelta {ours.peak_rss_mb:,.0f} MB, delta-rs {peer.peak_rss_mb:,.0f} MB")
+    print(
+        f"peak RSS: raydelta {ours.peak_rss_mb:,.0f} MB, delta-rs {peer.peak_rss_mb:,.0f} MB"
+        f" ({ours.peak_rss_mb / peer.peak_rss_mb:.2f}x; goal <= {RSS_GOAL_RATIO}x)"
+    )
     if ns.no_write:
         return 0
     path = write_result(
@@ -173,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                 "peer": peer.peak_rss_mb,
                 "pyarrow": limit.peak_rss_mb,
             },
+            "peak_rss_ratio": ours.peak_rss_mb / peer.peak_rss_mb if peer.peak_rss_mb else None,
+            "rss_goal": f"ours peak RSS <= {RSS_GOAL_RATIO}x delta-rs (issue 15)",
+            "rss_goal_met": bool(
+                peer.peak_rss_mb and ours.peak_rss_mb <= RSS_GOAL_RATIO * peer.peak_rss_mb
+            ),
             "import_s": {
                 "ours": ours.median_setup_s,
                 "peer": peer.median_setup_s,

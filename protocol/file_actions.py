@@ -283,7 +283,14 @@ def table_keys(
 ) -> list[FileKey]:
     """Logical-file keys of rows of a canonical table (all rows, or ``indices``)."""
     if indices is not None:
-        table = table.take(pa.array(list(indices), type=pa.int64()))
+        rows = list(indices)
+        table = table.select(["path", "deletionVector"])
+        if len(rows) * 64 < table.num_rows:
+            # a take from chunked columns first concatenates every chunk (a copy
+            # of the whole path column); a few rows are sliced out instead
+            table = pa.concat_tables([table.slice(r, 1) for r in rows] or [table.slice(0, 0)])
+        else:
+            table = table.take(pa.array(rows, type=pa.int64()))
     paths = table.column("path").to_pylist()
     if table.column("deletionVector").null_count == table.num_rows:
         return [(canonical_path(p, table_root), None) for p in paths]

@@ -7,8 +7,10 @@ commit touches. Without an index that is a hash probe of every row (about
 An index describes one exact table object (``index.table is table``) and is
 carried forward through row drops and appends instead of being rebuilt:
 
-- ``sorted_paths[i]`` is the path of build-time row ``order[i]``; the first
-  ``base_rows`` rows of the table at build time are indexed;
+- ``order`` sorts the build-time ``paths`` column (the table's own column,
+  chunked as it was: no sorted copy is made, so an index of a million paths
+  costs its 8-byte row numbers); ``paths[order[i]]`` is the ``i``-th smallest
+  path; the first ``base_rows`` rows of the table at build time are indexed;
 - since the build, only those base rows listed in ``dropped`` (build-time row
   numbers, ascending) were removed, and new rows were only appended, so a
   surviving base row ``r`` now sits at ``r - (number of dropped rows < r)``
@@ -47,7 +49,8 @@ class PathIndex:
     """Sorted paths of a table's base rows (see the module docstring)."""
 
     table: pa.Table
-    sorted_paths: pa.Array
+    paths: pa.ChunkedArray
+    """The build-time ``path`` column (shares the table's buffers)."""
     order: pa.Array
     base_rows: int
     dropped: tuple[int, ...] = ()
@@ -57,7 +60,9 @@ class PathIndex:
 
     @classmethod
     def build(cls, table: pa.Table, table_root: str | None = None) -> PathIndex:
-        paths = table.column("path").combine_chunks()
+        paths = table.column("path")
+        if paths.num_chunks == 0:
+            paths = pa.chunked_array([pa.array([], pa.string())])
         order = pc.sort_indices(paths)
         odd = odd_path_rows(paths)
         odd_keys: dict[str, list[int]] = {}
@@ -66,7 +71,19 @@ class PathIndex:
             for row, path in zip(odd, raw, strict=True):
                 odd_keys.setdefault(canonical_path(path, table_root), []).append(row)
         keys = {k: tuple(v) for k, v in odd_keys.items()}
-        return cls(table, paths.take(order), order, table.num_rows, (), table_root, keys)
+        return cls(table, paths, order, table.num_rows, (), table_root, keys)
+
+    @property
+    def sorted_paths(self) -> pa.Array:
+        """The indexed paths in ascending order (a copy: for inspection only)."""
+        return (
+            pa.concat_arrays(self.paths.take(self.order).chunks)
+            if len(self.order)
+            else (pa.array([], pa.string()))
+        )
+
+    def _sorted_path(self, position: int) -> str:
+        return self.paths[self.order[position].as_py()].as_py()  # type: ignore[no-any-return]
 
     @property
     def live_base_rows(self) -> int:
@@ -96,7 +113,7 @@ class PathIndex:
         for path in wanted:
             lo = self._first_at_least(path)
             hi = lo
-            while hi < len(self.sorted_paths) and self.sorted_paths[hi].as_py() == path:
+            while hi < len(self.order) and self._sorted_path(hi) == path:
                 hi += 1
             for built_row in self.order.slice(lo, hi - lo).to_pylist():
                 at = bisect_left(dropped, built_row)
@@ -124,7 +141,7 @@ class PathIndex:
                 insort(built_rows, self._built_row(row))
         return PathIndex(
             result,
-            self.sorted_paths,
+            self.paths,
             self.order,
             self.base_rows,
             tuple(built_rows),
@@ -145,10 +162,10 @@ class PathIndex:
         return lo
 
     def _first_at_least(self, path: str) -> int:
-        lo, hi = 0, len(self.sorted_paths)
+        lo, hi = 0, len(self.order)
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.sorted_paths[mid].as_py() < path:
+            if self._sorted_path(mid) < path:
                 lo = mid + 1
             else:
                 hi = mid

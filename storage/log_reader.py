@@ -15,7 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -63,20 +63,30 @@ def read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
     return parse_last_checkpoint(data)
 
 
-def _parquet_columns(schema: pa.Schema, wanted: Sequence[str]) -> list[str]:
-    """Column selection for a checkpoint: file-action structs by needed leaves."""
+def _parquet_columns(
+    schema: pa.Schema, wanted: Sequence[str], add_fields: Sequence[str] | None = None
+) -> list[str]:
+    """Column selection for a checkpoint: file-action structs by needed leaves
+    (of ``add`` only ``add_fields`` when given)."""
     columns: list[str] = []
     for name in wanted:
         if name not in schema.names:
             continue
         fields = _FILE_FIELDS.get(name)
+        if name == "add" and add_fields is not None:
+            fields = [f for f in ADD_SCHEMA.names if f in add_fields]
         struct_type = schema.field(name).type
         if fields is None or not pa.types.is_struct(struct_type):
             columns.append(name)
             continue
         present = {struct_type.field(i).name for i in range(struct_type.num_fields)}
         columns.extend(f"{name}.{f}" for f in fields if f in present)
-        if name == "add" and "stats" not in present and "stats_parsed" in present:
+        if (
+            name == "add"
+            and "stats" in fields
+            and "stats" not in present
+            and ("stats_parsed" in present)
+        ):
             columns.append("add.stats_parsed")
     return columns
 
@@ -154,10 +164,10 @@ class CheckpointContents:
                 raise CorruptLogError(f"the checkpoint column {name!r} is not a struct")
         if "add" in table.column_names:
             table = _stats_from_parsed(table)
-            adds = struct_column_to_table(table.column("add"), ADD_SCHEMA)
+            adds = _compact_nulls(struct_column_to_table(table.column("add"), ADD_SCHEMA))
             self.adds.append(_with_required(adds, "add", ("path", "size", "modificationTime")))
         if "remove" in table.column_names:
-            removes = struct_column_to_table(table.column("remove"), REMOVE_SCHEMA)
+            removes = _compact_nulls(struct_column_to_table(table.column("remove"), REMOVE_SCHEMA))
             self.removes.append(_with_required(removes, "remove", ("path",)))
         self.non_file_actions.extend(_non_file_actions(table))
         if "sidecar" in table.column_names:
@@ -193,6 +203,20 @@ class CheckpointContents:
                 self.non_file_actions.append(action)
 
 
+def _compact_nulls(table: pa.Table) -> pa.Table:
+    """``table`` with every all-null column rebuilt by :func:`pyarrow.nulls`,
+    whose children share one zeroed buffer: a checkpoint decodes an absent
+    ``deletionVector`` or ``baseRowId`` into full-size buffers per field."""
+    if table.num_rows == 0:
+        return table
+    for position in range(table.num_columns):
+        column = table.column(position)
+        if column.null_count == table.num_rows and column.nbytes:
+            nulls = pa.nulls(table.num_rows, column.type)
+            table = table.set_column(position, table.schema.field(position), nulls)
+    return table
+
+
 def _with_required(table: pa.Table, action: str, fields: Sequence[str]) -> pa.Table:
     """``table`` (canonical file actions of a checkpoint) when every row has
     the spec's required ``fields``; a null one is a :class:`CorruptLogError`."""
@@ -212,39 +236,132 @@ def sidecar_path(store: LogStore, sidecar: Sidecar) -> str:
     return store.path_of(f"{SIDECAR_DIR}/{path}")
 
 
+STREAM_BATCH_ROWS = 131_072
+"""Rows decoded at a time from a checkpoint part or sidecar: the raw rows of
+one batch are converted to the canonical layout and dropped before the next
+is decoded, so reading a checkpoint costs its canonical tables plus one batch."""
+
+
+def _open_parquet(store: LogStore, path: str) -> pq.ParquetFile:
+    # No memory map: mapped pages of the file count in the reader's RSS for as
+    # long as a decoded buffer might point into them; plain reads do not.
+    if store.on_local_disk:
+        return pq.ParquetFile(path, pre_buffer=False)
+    return pq.ParquetFile(store.fs.open(path, "rb"))
+
+
+def iter_parquet_actions(
+    store: LogStore,
+    path: str,
+    wanted: Sequence[str] = ACTION_COLUMNS,
+    *,
+    batch_rows: int = STREAM_BATCH_ROWS,
+    add_fields: Sequence[str] | None = None,
+) -> Iterator[pa.Table]:
+    """The action columns of a checkpoint/sidecar parquet file at ``path``, one
+    batch of at most ``batch_rows`` rows at a time (never the whole file);
+    ``add_fields`` narrows the ``add`` leaves decoded.
+
+    The first table has no rows and every wanted column the file has (so a
+    caller sees the file's columns even when they hold no row). Per row
+    group, a column other than ``add`` whose leaves are all null by the
+    footer's statistics is not decoded (:func:`_row_groups_with_rows`): a
+    classic checkpoint's ``remove``/``metaData``/``txn`` columns cost nothing
+    in its ``add`` rows. ``add`` is always decoded (a live file is never
+    left to a writer's statistics).
+    """
+    try:
+        parquet = _open_parquet(store, path)
+        schema = parquet.schema_arrow
+        columns = _parquet_columns(schema, wanted, add_fields)
+        if parquet.metadata.num_rows == 0:
+            yield parquet.read(columns=columns)
+            return
+        top = [name for name in wanted if name in schema.names]
+        yield parquet.read_row_groups([], columns=columns)
+        pool = pa.default_memory_pool()
+        for group in range(parquet.metadata.num_row_groups):
+            present = [
+                c
+                for c in top
+                if c == "add" or _row_groups_with_rows(parquet.metadata, [c], [group])
+            ]
+            group_columns = _parquet_columns(schema, present, add_fields)
+            if not group_columns:
+                continue
+            for batch in parquet.iter_batches(
+                batch_size=batch_rows, row_groups=[group], columns=group_columns, use_threads=True
+            ):
+                yield pa.Table.from_batches([batch])
+                # the batch's raw buffers are dropped by now: hand freed pages
+                # back before the next is decoded (the allocator keeps them)
+                pool.release_unused()
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+
+
+def _read_part_streaming(
+    store: LogStore, path: str, wanted: Sequence[str]
+) -> tuple[CheckpointContents, set[str]]:
+    """One parquet part or sidecar, batch by batch, into canonical form; and the
+    top-level action columns the file has."""
+    contents = CheckpointContents()
+    seen: set[str] = set()
+    for table in iter_parquet_actions(store, path, wanted):
+        seen.update(table.column_names)
+        contents.add_parquet_table(table)
+    return contents, seen
+
+
+def _merge(into: CheckpointContents, part: CheckpointContents) -> None:
+    into.non_file_actions.extend(part.non_file_actions)
+    into.sidecars.extend(part.sidecars)
+    into.adds.extend(part.adds)
+    into.removes.extend(part.removes)
+
+
 def read_checkpoint(
     store: LogStore, parts: Sequence[LogFile], *, max_workers: int = 8
 ) -> CheckpointContents:
-    """Read every part of one checkpoint (and its sidecars) into canonical form."""
+    """Read every part of one checkpoint (and its sidecars) into canonical form.
+
+    Parquet parts and sidecars are streamed (:func:`iter_parquet_actions`):
+    at most ``max_workers`` files are being decoded at once, one batch each.
+    """
     contents = CheckpointContents()
     parquet_parts = [p for p in parts if p.name.endswith(".parquet")]
     json_parts = [p for p in parts if p.name.endswith(".json")]
     for part in json_parts:
         contents.add_json_actions(parse_actions(store.read(part.name)))
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        tables = list(
-            pool.map(lambda p: read_parquet_actions(store, store.path_of(p.name)), parquet_parts)
+        read = list(
+            pool.map(
+                lambda p: _read_part_streaming(store, store.path_of(p.name), ACTION_COLUMNS),
+                parquet_parts,
+            )
         )
-        for part, table in zip(parquet_parts, tables, strict=True):
-            if part.kind is not LogFileKind.CHECKPOINT_UUID and "add" not in table.column_names:
+        for part, (part_contents, columns) in zip(parquet_parts, read, strict=True):
+            if part.kind is not LogFileKind.CHECKPOINT_UUID and "add" not in columns:
                 # classic and multi-part checkpoints carry every action column:
                 # without "add" the table would silently read as empty
                 raise CorruptLogError(f"checkpoint {part.name} has no 'add' column")
-            contents.add_parquet_table(table)
+            _merge(contents, part_contents)
         if contents.sidecars:
             sidecar_paths = [sidecar_path(store, s) for s in contents.sidecars]
 
-            def read_sidecar(path: str) -> pa.Table:
+            def read_sidecar(path: str) -> CheckpointContents:
                 try:
-                    table = read_parquet_actions(store, path, ("add", "remove"))
+                    sidecar, columns = _read_part_streaming(store, path, ("add", "remove"))
                 except FileNotFoundError as exc:
                     raise CorruptLogError(f"sidecar file missing: {path}") from exc
-                if "add" not in table.column_names and "remove" not in table.column_names:
+                if "add" not in columns and "remove" not in columns:
                     raise CorruptLogError(f"sidecar {path} has no 'add' or 'remove' column")
-                return table
+                return sidecar
 
-            for table in pool.map(read_sidecar, sidecar_paths):
-                contents.add_parquet_table(table)
+            for sidecar_contents in pool.map(read_sidecar, sidecar_paths):
+                _merge(contents, sidecar_contents)
     contents.check_one_protocol_and_metadata()
     return contents
 
@@ -261,7 +378,9 @@ def checkpoint_state(
     return state_from_checkpoint(version, contents.non_file_actions, adds, removes, table_root)
 
 
-def _row_groups_with_rows(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[int]:
+def _row_groups_with_rows(
+    metadata: pq.FileMetaData, columns: Sequence[str], groups: Sequence[int] | None = None
+) -> list[int]:
     """Row groups where some leaf of the top-level ``columns`` is not all null.
 
     Every non-file action has a required field, so a row group whose leaves
@@ -270,8 +389,8 @@ def _row_groups_with_rows(metadata: pq.FileMetaData, columns: Sequence[str]) -> 
     footer bytes only. A row group without statistics is read.
     """
     wanted = set(columns)
-    groups: list[int] = []
-    for index in range(metadata.num_row_groups):
+    found: list[int] = []
+    for index in range(metadata.num_row_groups) if groups is None else groups:
         group = metadata.row_group(index)
         for position in range(group.num_columns):
             chunk = group.column(position)
@@ -279,9 +398,9 @@ def _row_groups_with_rows(metadata: pq.FileMetaData, columns: Sequence[str]) -> 
                 continue
             stats = chunk.statistics
             if stats is None or not stats.has_null_count or stats.null_count < chunk.num_values:
-                groups.append(index)
+                found.append(index)
                 break
-    return groups
+    return found
 
 
 def read_rows_of_columns(store: LogStore, path: str, wanted: Sequence[str]) -> pa.Table:

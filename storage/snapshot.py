@@ -30,7 +30,7 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from itertools import pairwise
@@ -66,6 +66,7 @@ from raydelta.protocol.errors import (
 from raydelta.protocol.file_names import LogFile, LogFileKind
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.log_segment import LogSegment, build_log_segment
+from raydelta.protocol.path_index import INDEX_MIN_ROWS, PathIndex
 from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
 from raydelta.protocol.schema import StructType
 from raydelta.protocol.table_configuration import TableConfiguration
@@ -268,8 +269,26 @@ def replay_segment(
                 if isinstance(action, CommitInfo):
                     commit_infos[version] = action
                     break
-    state = apply_commits(state, batches)
-    return state, commit_infos
+    state = apply_commits(state, batches, keep_index=True)
+    return _indexed(state), commit_infos
+
+
+def _indexed(state: TableState) -> TableState:
+    """``state`` with a :class:`PathIndex` of each large file table, built now
+    (while the freshly read rows are hot) so the first small commit folded
+    into a loaded snapshot costs a binary search, not a sort of every path."""
+    adds_index, removes_index = state.adds_index, state.removes_index
+    if state.adds.num_rows >= INDEX_MIN_ROWS and (
+        adds_index is None or not adds_index.describes(state.adds)
+    ):
+        adds_index = PathIndex.build(state.adds, state.table_root)
+    if state.removes.num_rows >= INDEX_MIN_ROWS and (
+        removes_index is None or not removes_index.describes(state.removes)
+    ):
+        removes_index = PathIndex.build(state.removes, state.table_root)
+    if adds_index is state.adds_index and removes_index is state.removes_index:
+        return state
+    return replace(state, adds_index=adds_index, removes_index=removes_index)
 
 
 def _version_timestamp(
