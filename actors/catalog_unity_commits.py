@@ -50,6 +50,7 @@ from raydelta.protocol.file_names import (
     parse_log_file_name,
 )
 from raydelta.protocol.privileges import Privilege, required_privileges
+from raydelta.storage.log_store import mtime_ms
 from raydelta.storage.ratified_store import TableEntry
 
 if TYPE_CHECKING:
@@ -106,11 +107,22 @@ class UnityCommitMethods:
 
         def _table_info(self, full_name: str, entry: TableEntry) -> dict[str, Any]: ...
 
+    _uc_names: dict[str, str] | None = None
+    """Table id -> name, remembered (checked against the store on every use)."""
+
     def _entry_by_id(self, table_id: str) -> TableEntry | None:
-        found: TableEntry | None = next(
-            (e for e in self._store.list_tables() if e.table_id == table_id), None
-        )
-        return found
+        if self._uc_names is None:
+            self._uc_names = {}
+        name = self._uc_names.get(table_id)
+        if name is not None:
+            entry: TableEntry | None = self._store.lookup(name)
+            if entry is not None and entry.table_id == table_id:
+                return entry
+        for entry in self._store.list_tables():
+            self._uc_names[entry.table_id] = entry.name
+        name = self._uc_names.get(table_id)
+        found = None if name is None else self._store.lookup(name)
+        return found if found is not None and found.table_id == table_id else None
 
     def _uc_table(self, token: str | None, table_id: str, table_uri: str) -> tuple[str, TableEntry]:
         principal = self._who(token)
@@ -170,26 +182,24 @@ class UnityCommitMethods:
             if all(c.path is not None for c in held) or time.monotonic() >= deadline:
                 break
             time.sleep(0.005)
-        files = {
-            f.name: f
-            for f in coordinator.store.list_dir(STAGED_COMMITS_DIR)
-            if f.kind is LogFileKind.STAGED_COMMIT
-        }
+        store = coordinator.store
         commits = []
         for commit in held:
             if commit.path is None:
                 continue
             name = commit.path[len(STAGED_PREFIX) :]
-            listed = files.get(name)
+            try:  # one stat per held file: _staged_commits keeps every file ever staged
+                info = store.fs.info(store.path_of(name))
+                size, modified = int(info.get("size") or 0), mtime_ms(info)
+            except FileNotFoundError:
+                size, modified = -1, 0
             commits.append(
                 {
                     "version": commit.version,
                     "timestamp": commit.timestamp,
                     "file_name": name.rsplit("/", 1)[-1],
-                    "file_size": listed.size if listed is not None else -1,
-                    "file_modification_timestamp": (
-                        listed.modification_time if listed is not None else 0
-                    ),
+                    "file_size": size,
+                    "file_modification_timestamp": modified,
                 }
             )
         return commits, latest
