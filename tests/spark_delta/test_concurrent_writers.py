@@ -29,6 +29,7 @@ from tests.spark_delta.delta_spark_view import (
     Gate,
     assert_same_as_delta_spark,
     assert_same_at_every_version,
+    assert_same_at_versions,
     commits_by_txn_id,
     spark_history,
 )
@@ -171,8 +172,7 @@ def test_spark_delete_commits_over_a_ray_append_it_did_not_read(delta: Any, tmp_
     job.result()
     assert commits_by_txn_id(uri)[txn_id] == [version]
     assert raydelta.load_snapshot(uri).version == version + 1
-    for each in (version, version + 1):
-        assert_same_as_delta_spark(spark, uri, each)
+    assert_same_at_versions(spark, uri, (version, version + 1))
     assert sorted(r["id"] for r in table.to_arrow().to_pylist()) == [0, 2, 3, 10, 11]
 
 

@@ -49,9 +49,7 @@ from tests.s3.conftest import kill_actors_of
 from tests.s3_server import ACCESS_KEY, REGION, SECRET_KEY
 from tests.spark_delta.delta_spark_view import (
     arrow_rows,
-    jvm_snapshot,
-    our_files,
-    spark_files,
+    assert_same_at_versions,
     spark_history,
     spark_rows,
 )
@@ -93,14 +91,6 @@ def s3_table(delta: Any, s3_server: Any) -> Iterator[S3Table]:
     kill_actors_of(bucket)
 
 
-def _assert_snapshots_equal(spark: Any, table: S3Table, version: int) -> None:
-    theirs = jvm_snapshot(spark, table.uri, version)
-    ours = raydelta.load_snapshot(table.uri, version=version, storage_options=table.options)
-    assert ours.version == theirs.version() == version
-    assert our_files(ours) == spark_files(theirs), f"files differ at v{version}"
-    assert ours.timestamp == theirs.timestamp()
-
-
 def test_each_engine_reads_what_the_other_wrote_on_s3(delta: Any, s3_table: S3Table) -> None:
     """delta-spark creates and writes a partitioned table on S3 (appends, a
     DELETE with deletion vectors); raydelta reads it and appends; delta-spark
@@ -123,9 +113,7 @@ def test_each_engine_reads_what_the_other_wrote_on_s3(delta: Any, s3_table: S3Ta
 
     assert spark_rows(spark, uri) == [(1, "a"), (3, "b"), (4, "b")]
     assert [v for v, _, _ in spark_history(spark, uri)] == [0, 1, 2, 3]
-    for v in range(version + 1):
-        _assert_snapshots_equal(spark, s3_table, v)
-    assert arrow_rows(table.to_arrow(version=1)) == spark_rows(spark, uri, 1)
+    assert_same_at_versions(spark, uri, range(version + 1), storage_options=s3_table.options)
 
 
 ROUNDS = 40

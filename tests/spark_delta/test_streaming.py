@@ -24,6 +24,7 @@ from tests.spark_delta.delta_spark_view import assert_same_as_delta_spark, jvm_s
 pytestmark = pytest.mark.spark
 
 SCHEMA = pa.schema([("id", pa.int64()), ("origin", pa.string())])
+STREAM_TIMEOUT_S = 1800
 
 
 def _rows(ids: range, origin: str) -> pa.Table:
@@ -39,7 +40,14 @@ def _run_stream(spark: Any, source: str, sink: str, checkpoint: Path) -> None:
         .trigger(availableNow=True)
         .start(sink)
     )
-    query.awaitTermination(600)
+    # Wait for the query to end, and know that it did: awaitTermination(timeout)
+    # returns False on timeout, and a test that went on would delete the
+    # checkpoint's last commit while that query was still writing it (under
+    # load its ".1.crc" then appeared after the deletion, and the replay
+    # failed with "Multiple streaming queries are concurrently using ...").
+    if not query.awaitTermination(STREAM_TIMEOUT_S):
+        query.stop()
+        pytest.fail(f"the availableNow query did not end within {STREAM_TIMEOUT_S} s")
     assert query.exception() is None
 
 
