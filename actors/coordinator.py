@@ -426,8 +426,15 @@ class CommitCoordinator:
 
     def commit(self, request: CommitRequest) -> CommitReply:
         """Check, rebase and write one commit; see the module invariants."""
+        return self._judge(request, None)
+
+    def _judge(
+        self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None
+    ) -> CommitReply:
+        """:meth:`commit`; with ``staged`` (:meth:`commit_many`) nothing is
+        written: the commit is applied in memory and appended to ``staged``."""
         try:
-            return self._commit(request)
+            return self._commit(request, staged)
         except DeltaConcurrentModificationException as conflict:
             return CommitConflict.from_exception(request.txn_id, conflict)
         except (TableNotFoundError, VersionNotFoundError):
@@ -435,7 +442,79 @@ class CommitCoordinator:
         except RaydeltaError as error:
             return CommitRejected.from_exception(request.txn_id, error)
 
-    def _commit(self, request: CommitRequest) -> CommitReply:
+    @property
+    def batches_writes(self) -> bool:
+        """Whether :meth:`commit_many` writes a batch at once (the log store's own
+        put-if-absent; a catalog's coordinator ratifies one commit at a time)."""
+        return type(self)._put_commit is CommitCoordinator._put_commit
+
+    def commit_many(self, requests: Sequence[CommitRequest]) -> list[CommitReply | Exception]:
+        """Group commit: :meth:`commit` of each request in order, as consecutive
+        versions, with the commit files written together at the end
+        (:meth:`LogStore.put_if_absent_many`: contents fsynced concurrently, then
+        linked strictly in version order). Each request gets exactly the reply
+        (or exception) :meth:`commit` would give it in that order; a caller must
+        answer none of them before this returns, which is when every committed
+        one is durable. If the batch cannot be written whole (another engine won
+        a version, an I/O error), the state goes back to before the batch,
+        catches up with the log (the versions this batch did write included)
+        and every request is committed again one by one: those already written
+        are found by their ``txnId`` (exactly once)."""
+        if len(requests) < 2 or not self.batches_writes:
+            return [self._reply_or_error(r, None) for r in requests]
+        saved = self._save_state()
+        staged: list[tuple[int, list[Action]]] = []
+        results = [self._reply_or_error(r, staged) for r in requests]
+        if not staged:
+            return results
+        crash_point("before_put")
+        items = [(commit_name(v), serialize_actions(a)) for v, a in staged]
+        try:
+            created = self.store.put_if_absent_many(items)
+        except Exception:  # the serial path below meets it again, per request
+            created = -1
+        if created == len(staged):
+            crash_point("after_put")
+            return results
+        self._restore_state(saved)
+        self.catch_up()
+        return [self._reply_or_error(r, None) for r in requests]
+
+    def _reply_or_error(
+        self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None
+    ) -> CommitReply | Exception:
+        try:
+            if staged is None:
+                return self.commit(request)
+            return self._judge(request, staged)
+        except Exception as error:  # handed to the request's own caller
+            return error
+
+    def _save_state(self) -> tuple[Any, ...]:
+        return (
+            self._head,
+            self._files_base,
+            list(self._pending),
+            deque(self._window, maxlen=self._window.maxlen),
+            dict(self._txn_versions),
+            self._last_ict,
+            self._last_timestamp,
+        )
+
+    def _restore_state(self, saved: tuple[Any, ...]) -> None:
+        (
+            self._head,
+            self._files_base,
+            self._pending,
+            self._window,
+            self._txn_versions,
+            self._last_ict,
+            self._last_timestamp,
+        ) = saved
+
+    def _commit(
+        self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None = None
+    ) -> CommitReply:
         if request.txn_id in self._txn_versions:
             return self._already(request)
         if not self.exists:
@@ -521,6 +600,16 @@ class CommitCoordinator:
                 # file values were checked above against the same configuration
                 validate_commit(
                     actions, is_create=False, table_configuration=latest, check_values=False
+                )
+            if staged is not None:  # commit_many writes it with the batch
+                entry = self._apply(version, actions)
+                staged.append((version, actions))
+                return CommitCommitted(
+                    txn_id=request.txn_id,
+                    version=version,
+                    in_commit_timestamp=entry.in_commit_timestamp,
+                    attempts=attempts,
+                    rebased_over=tuple(w.version for w in winners),
                 )
             crash_point("before_put")
             try:

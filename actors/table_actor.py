@@ -5,9 +5,20 @@ namespace, so a notebook, a Ray job and a Spark driver all reach the same
 one. It wraps a :class:`~raydelta.actors.coordinator.CommitCoordinator`.
 
 Invariants:
-- Method calls run one at a time (a synchronous actor, and one lock shared
-  with the channel's threads), which is what turns concurrent writers into
-  one serial history, and keeps Ray's order of the calls of one caller.
+- Method calls run one at a time under one lock (shared with the channel's
+  threads), which is what turns concurrent writers into one serial history.
+  Other methods run in Ray's order of the calls of one caller; ``commit``
+  runs in its own concurrency group of threads, so two commits a caller
+  sends without waiting for the first reply may land in either order.
+- Group commit: a ``commit`` call (over Ray or the channel) queues its
+  request, then takes the lock; the lock holder commits every request queued
+  so far, in arrival order, with
+  :meth:`~raydelta.actors.coordinator.CommitCoordinator.commit_many`: each
+  request is checked and rebased as it would be alone, each is its own
+  version, the commit files are written together (fsynced concurrently,
+  linked in version order), and no caller is answered before its version is
+  durable. A caller whose request a lock holder committed finds its reply
+  when it gets the lock. One writer alone makes groups of one.
 - ``max_restarts=-1`` and ``max_task_retries=-1``: if the process dies, Ray
   restarts the actor (which rebuilds from the log) and retries the calls in
   flight; the coordinator's ``txnId`` check makes the retry exactly-once.
@@ -68,6 +79,10 @@ actor_name = table_actor_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+COMMIT_THREADS = 16
+"""Threads serving ``commit`` over Ray: concurrent writers' requests meet in the
+queue, and one lock holder commits them as one group."""
+
 
 def _serial(method: F) -> F:
     """Run ``method`` under the actor's lock (Ray calls and channel calls alike),
@@ -88,13 +103,18 @@ def _serial(method: F) -> F:
 
 
 @ray.remote(  # type: ignore[call-overload]  # the stubs lack concurrency_groups
-    num_cpus=0, max_restarts=-1, max_task_retries=-1, concurrency_groups={"status": 1}
+    num_cpus=0,
+    max_restarts=-1,
+    max_task_retries=-1,
+    concurrency_groups={"status": 1, "commits": COMMIT_THREADS},
 )
 class TableActor:
     """See the module docstring. Create through :func:`raydelta.actors.client.open_table`."""
 
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         self._lock = threading.RLock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Slot] = []
         self._in_flight = 0
         self._started = time.monotonic()
         self._fence = gcs_fence(str(ray.get_runtime_context().get_actor_id()), NAMESPACE)
@@ -145,15 +165,46 @@ class TableActor:
         self._fence.check()
         return self._coordinator.create(request)
 
-    @_serial
+    @ray.method(concurrency_group="commits")
     def commit(self, request: CommitRequest) -> CommitReply:
-        self._fence.check()
+        """Commit one request (group commit: see the module docstring)."""
+        slot = _Slot(request)
+        with self._queue_lock:
+            self._queue.append(slot)
+        self._in_flight += 1
+        try:
+            with self._lock:
+                if not slot.done:
+                    self._commit_queued()
+                    self._publish_new_versions()
+        finally:
+            self._in_flight -= 1
+        return slot.reply()
+
+    def _commit_queued(self) -> None:
+        """Commit every queued request, in arrival order, as one group (the lock is held)."""
+        with self._queue_lock:
+            batch, self._queue = self._queue, []
+        try:
+            self._fence.check()
+        except BaseException as error:
+            for slot in batch:
+                slot.fill(error)
+            raise
         start = time.perf_counter()
-        reply = self._coordinator.commit(request)
-        rebased = isinstance(reply, CommitCommitted) and bool(reply.rebased_over)
-        self._counters.record(reply.kind, rebased=rebased)
-        self._metrics.commit(reply.kind, time.perf_counter() - start, rebased=rebased)
-        return reply
+        try:
+            results = self._coordinator.commit_many([slot.request for slot in batch])
+        except BaseException as error:
+            for slot in batch:
+                slot.fill(error)
+            raise
+        elapsed = (time.perf_counter() - start) / len(batch)
+        for slot, result in zip(batch, results, strict=True):
+            if not isinstance(result, Exception):
+                rebased = isinstance(result, CommitCommitted) and bool(result.rebased_over)
+                self._counters.record(result.kind, rebased=rebased)
+                self._metrics.commit(result.kind, elapsed, rebased=rebased)
+            slot.fill(result)
 
     @ray.method(concurrency_group="status")
     def status(self) -> dict[str, Any]:
@@ -253,6 +304,27 @@ class TableActor:
             seen = _last_seen_version(subscription.handle)
             after = latest - 1 if seen is None else seen
             self._send(range(max(after, subscription.since) + 1, latest + 1), [name])
+
+
+class _Slot:
+    """One queued commit request and, once its group is committed, its outcome."""
+
+    __slots__ = ("done", "request", "result")
+
+    def __init__(self, request: CommitRequest) -> None:
+        self.request = request
+        self.done = False
+        self.result: CommitReply | BaseException | None = None
+
+    def fill(self, result: CommitReply | BaseException) -> None:
+        self.result = result
+        self.done = True
+
+    def reply(self) -> CommitReply:
+        if isinstance(self.result, BaseException):
+            raise self.result
+        assert self.result is not None
+        return self.result
 
 
 @dataclass(frozen=True)

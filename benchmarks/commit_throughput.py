@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -58,6 +59,8 @@ from raydelta.actors.cluster import NAMESPACE
 NAME = "commit_throughput"
 GOAL_RATIO = 10.0
 GOAL_LEVEL = 8
+GOAL_COMMITS_PER_S = 2500.0
+"""Issue 15: half the fsync floor's rate, 0 failed, 0 lost."""
 TRANSPORTS = ("ray", "channel")
 STATS = '{"numRecords":100,"minValues":{"id":0},"maxValues":{"id":99},"nullCount":{"id":0}}'
 START_DELAY_S = 1.0
@@ -427,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     transports: list[str] = list(dict.fromkeys(ns.transports))
 
+    load_before = list(os.getloadavg())
     root = tempfile.mkdtemp(prefix="raydelta-bench-throughput-")
     budget = len(ns.levels) * (ns.seconds + 120) + 120
     ours_ms: dict[str, Any] = {}
@@ -517,10 +521,16 @@ def main(argv: list[str] | None = None) -> int:
                     "ratio": ratios[transport],
                     "p50_ms": result[key]["latency"]["p50_ms"],
                     "sound": _sound(result),
+                    "rate_goal_met": result[key]["commits_per_s"] >= GOAL_COMMITS_PER_S
+                    and _sound(result),
                 }
                 for transport, result in by_transport.items()
             },
             "ray_over_channel": ray_over_channel,
+            "rate_goal": f">= {GOAL_COMMITS_PER_S:g} commits/s at {GOAL_LEVEL} writers,"
+            " 0 failed, 0 lost (issue 15)",
+            "rate_goal_met": o["commits_per_s"] >= GOAL_COMMITS_PER_S and sound,
+            "load_average_before": load_before,
             "levels": {
                 level: {
                     **{f"ours_{t}": result[level] for t, result in by_transport.items()},
