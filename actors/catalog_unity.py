@@ -17,14 +17,11 @@ Invariants:
   content of its staged file (:func:`~raydelta.protocol.privileges.required_privileges`):
   a data-only commit needs WRITE, one that changes metadata, protocol or a
   system domain ALTER, and a refused commit leaves the table unchanged.
-- Unity Catalog commits (:meth:`UnityCatalogMethods.uc_commit`) are
-  ratified *exactly* as staged, at exactly the version the client chose
-  (:meth:`~raydelta.actors.catalog_tables.ManagedTableCoordinator.ratify_exact`):
-  never rebased or re-staged, so the client's own backfill and the
-  catalog's publisher write the same bytes to ``<v>.json`` (both
-  put-if-absent). A version already taken is a conflict unless it is the
-  same commit again (same staged file, or the same bytes already
-  published): then the replay is answered as a success, exactly once.
+- Unity Catalog's commits are ratified exactly as staged, never rebased
+  (:mod:`raydelta.actors.catalog_unity_commits`, mixed in here).
+- Managed tables get ``_delta_log/_staged_commits`` when they are created
+  (:func:`ensure_staged_commits_dir`): delta-storage's client writes there
+  without creating it.
 - A managed table whose version 0 the client wrote itself (Unity
   Catalog's creation: staging table, ``0.json``, then create) is taken over
   as the upgrade of a filesystem table is: its newest published commit is
@@ -557,24 +554,34 @@ class UnityCatalogMethods(UnityCommitMethods):
             self._auth.require(principal, entry.name, needed)
             return entry
 
-    def uc_path_access(self, token: str | None, url: str, needed: list[Privilege]) -> str | None:
-        """Check access to the storage path ``url``: the privileges ``needed`` on the
-        table holding it, a staging table's creator, or (outside every table) the
-        catalog's owner. Returns the table's name, or None."""
+    def uc_path_access(self, token: str | None, url: str, operation: str) -> str | None:
+        """Check access to the storage path ``url`` for ``operation`` (``"read"``,
+        ``"write"`` or ``"create"``): READ or WRITE on the table holding it; a
+        staging table's location is its creator's; outside every table, reading
+        and writing are the catalog owner's, and creating a table is anyone's
+        (inside an existing table it is refused). Returns the table's name, or None."""
+        if operation not in ("read", "write", "create"):
+            raise InvalidArgumentError(f"unknown path operation {operation!r}")
         with self._lock:
             principal = self._who(token)
             for entry in self._store.list_tables():
+                if operation == "create" and _within(entry.location, url):
+                    raise InvalidArgumentError(f"{url} holds table {entry.name!r}")
                 if _within(url, entry.location):
-                    self._auth.require(principal, entry.name, needed)
+                    if operation == "create":
+                        raise InvalidArgumentError(
+                            f"{url} is inside table {entry.name!r} at {entry.location}"
+                        )
+                    needed = Privilege.READ if operation == "read" else Privilege.WRITE
+                    self._auth.require(principal, entry.name, [needed])
                     return str(entry.name)
             for staging in self._ns.staging.values():
                 if _within(url, staging["location"]):
                     if principal != staging["created_by"]:
                         self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
                     return str(staging["full_name"])
-            if needed == [Privilege.ALTER]:  # creating a table at a fresh path
-                return None
-            self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
+            if operation != "create":
+                self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
             return None
 
 

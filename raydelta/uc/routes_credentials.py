@@ -8,7 +8,7 @@ only the normalized URL and an expiration. Each call checks the privilege
 its operation needs first: ``READ`` → READ, ``READ_WRITE`` → WRITE on the
 table; ``PATH_READ``/``PATH_READ_WRITE`` likewise on the table holding the
 path (outside every table: the catalog's owner only), ``PATH_CREATE_TABLE``
-a path inside no table.
+a path that overlaps no table (anyone authenticated).
 """
 
 from __future__ import annotations
@@ -30,11 +30,7 @@ LIFETIME_MS = 3_600_000
 """How long a vended credential is said to last."""
 
 TABLE_OPERATIONS = {"READ": [Privilege.READ], "READ_WRITE": [Privilege.WRITE]}
-PATH_OPERATIONS = {
-    "PATH_READ": [Privilege.READ],
-    "PATH_READ_WRITE": [Privilege.WRITE],
-    "PATH_CREATE_TABLE": [Privilege.ALTER],
-}
+PATH_OPERATIONS = {"PATH_READ": "read", "PATH_READ_WRITE": "write", "PATH_CREATE_TABLE": "create"}
 
 
 def credentials_for(location: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
@@ -62,7 +58,7 @@ def credentials_for(location: str, storage_options: dict[str, Any] | None) -> di
     return answer
 
 
-def _operation(body: dict[str, Any], known: dict[str, list[Privilege]]) -> list[Privilege]:
+def _operation(body: dict[str, Any], known: dict[str, Any]) -> Any:
     operation = str(required(body, "operation")).upper()
     if operation not in known:
         raise UCError(
@@ -81,10 +77,10 @@ async def table_credentials(request: web.Request) -> web.Response:
 
 async def path_credentials(request: web.Request) -> web.Response:
     body = await body_of(request)
-    needed = _operation(body, PATH_OPERATIONS)
+    operation = _operation(body, PATH_OPERATIONS)
     url = normalize_location(required(body, "url"))
     assert url is not None
-    await call(request, "uc_path_access", url, needed)
+    await call(request, "uc_path_access", url, operation)
     options = request.app[CATALOG_KEY].storage_options
     return respond(credentials_for(url, options))
 

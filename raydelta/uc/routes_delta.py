@@ -307,8 +307,7 @@ async def path_credentials(request: web.Request) -> web.Response:
     url = normalize_location(request.query.get("location"))
     if url is None:
         raise UCError("INVALID_ARGUMENT", "location is required")
-    needed = [Privilege.READ] if operation == "READ" else [Privilege.WRITE]
-    await call(request, "uc_path_access", url, needed)
+    await call(request, "uc_path_access", url, "read" if operation == "READ" else "write")
     options = request.app[CATALOG_KEY].storage_options
     return respond({"storage-credentials": _storage_credentials(url, operation, options)})
 

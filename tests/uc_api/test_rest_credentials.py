@@ -85,6 +85,21 @@ def test_local_table_and_path_credentials(uc_server: UCServerFixture) -> None:
                 )
             )
             assert fresh.expiration_time > 0
+            for overlapping in (location + "/sub", str(uc_server.root)):
+                with pytest.raises(ApiException) as refused:  # inside a table, or holding one
+                    await api.generate_temporary_path_credentials(
+                        GenerateTemporaryPathCredential(
+                            url=overlapping, operation=PathOperation.PATH_CREATE_TABLE
+                        )
+                    )
+                assert refused.value.status == 400
+            with pytest.raises(ApiException) as denied:  # a parent of tables: the owner's
+                await api.generate_temporary_path_credentials(
+                    GenerateTemporaryPathCredential(
+                        url=str(uc_server.root), operation=PathOperation.PATH_READ
+                    )
+                )
+            assert denied.value.status == 403
             with pytest.raises(ApiException) as unknown:
                 await api.generate_temporary_table_credentials(
                     GenerateTemporaryTableCredential(
