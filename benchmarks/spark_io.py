@@ -9,6 +9,8 @@ the same data (``--rows`` rows x 10 columns, default 1M):
   files our planner keeps, and its time against our full scan (goal <= 0.2);
 - 8 concurrent appenders (threads of the one driver) on one table: commits/s
   and failed commits for each engine;
+- where a raydelta full read spends its time (``read_profile``): Spark's
+  planning (each engine), our task reads alone (in this process), the rest;
 - streaming: 100 micro-batches of ``rows / 100`` rows (10k at 1M) from a
   parquet folder into each sink: sustained commits/s and per-batch latency.
 
@@ -125,6 +127,38 @@ def write_and_read(spark: Any, frame: Any, root: Path, *, partitioned: bool) -> 
         out[f"{fmt}_uri"] = uri
     out["write_ratio"] = out["raydelta_write_s"] / out["delta_write_s"]
     out["read_ratio"] = out["raydelta_read_s"] / out["delta_read_s"]
+    return out
+
+
+def read_profile(spark: Any, table: dict[str, Any]) -> dict[str, Any]:
+    """Where a full read through ``raydelta`` spends its time: Spark's planning
+    on the driver (our planning runs in Spark's Python planner workers),
+    the task reads alone (the same splits read in this process, no Spark),
+    and the rest (Python task round trips and Arrow -> Spark rows)."""
+    from raydelta.spark.options import ReadOptions
+    from raydelta.spark.reader import SnapshotReader
+
+    def plan(fmt: str) -> None:
+        uri = table[f"{fmt}_uri"]
+        spark.read.format(fmt).load(uri)._jdf.queryExecution().executedPlan()
+
+    out: dict[str, Any] = {}
+    for fmt in ("raydelta", "delta"):
+        out[f"{fmt}_plan_s"] = min(timed(partial(plan, fmt)) for _ in range(3))
+    parallelism = spark.sparkContext.defaultParallelism
+    reader = SnapshotReader(table["raydelta_uri"], ReadOptions.parse({}), min_splits=parallelism)
+    splits = reader.partitions()
+
+    def read_all() -> None:
+        for split in splits:
+            for _ in reader.read(split):
+                pass
+
+    out["raydelta_splits"] = len(splits)
+    out["raydelta_task_reads_in_process_s"] = min(timed(read_all) for _ in range(2))
+    out["raydelta_rest_s"] = (
+        table["raydelta_read_s"] - out["raydelta_plan_s"] - out["raydelta_task_reads_in_process_s"]
+    )
     return out
 
 
@@ -262,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unpartitioned: {flat}", flush=True)
         part = write_and_read(spark, frame, root, partitioned=True)
         print(f"partitioned: {part}", flush=True)
+        profile = {
+            "unpartitioned": read_profile(spark, flat),
+            "partitioned": read_profile(spark, part),
+        }
+        print(f"read profile: {profile}", flush=True)
         chosen = selective(spark, part["raydelta_uri"], part["raydelta_read_s"])
         concurrent = {fmt: appenders(spark, root, fmt, ns.appends) for fmt in ("raydelta", "delta")}
         print(f"appenders: {concurrent}", flush=True)
@@ -351,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             "unpartitioned": flat,
             "partitioned": part,
             "selective": chosen,
+            "read_profile": profile,
             "concurrent_appenders": {
                 "writers": APPENDERS,
                 "appends_each": ns.appends,

@@ -45,6 +45,15 @@ def has_jvm_delta(spark: Any) -> bool:
     return True
 
 
+def _default_parallelism(spark: Any) -> int:
+    """The session's default parallelism (Spark's minimum split count for file
+    sources), or 8 where the session has no SparkContext (Spark Connect)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return 8
+
+
 def register(spark: Any, *, ray_address: str | None = None) -> list[str]:
     """Register the ``raydelta`` format (and the ``delta`` alias when the
     session has no JVM Delta source) with ``spark``; returns the names.
@@ -65,8 +74,11 @@ def register(spark: Any, *, ray_address: str | None = None) -> list[str]:
     names = sorted(front_door.registered_formats(spark) | {"raydelta"})
     if "delta" not in names and not has_jvm_delta(spark):
         names.append("delta")
+    min_splits = _default_parallelism(spark)
     for name in names:
-        spark.dataSource.register(bound_source(name=name, ray_address=ray_address))
+        spark.dataSource.register(
+            bound_source(name=name, ray_address=ray_address, min_splits=min_splits)
+        )
     spark.conf.set(front_door.FORMATS_CONF, ",".join(names))
     if ray_address:
         spark.conf.set(front_door.RAY_ADDRESS_CONF, ray_address)

@@ -17,6 +17,14 @@ Invariants:
 - Deletion vectors are applied and column-mapped files are read by physical
   name, partition columns filled from the log
   (:func:`raydelta.storage.data_files.read_logical_file`).
+- A task hands Spark few, large Arrow batches (:data:`BATCH_ROWS` rows; the
+  files of one split are concatenated), not one small batch per file and
+  row group: each batch crosses the Python worker's pipe and becomes a
+  ``ColumnarBatch`` in the JVM, a fixed cost per batch.
+- Splits follow Spark's file-source rule with the session's default
+  parallelism as the minimum split count (``register`` records it), so a
+  ``local[2]`` session plans about as many tasks as delta-spark does; every
+  Python task has a fixed cost (its worker round trip) a JVM task has not.
 """
 
 from __future__ import annotations
@@ -53,6 +61,9 @@ from raydelta.storage.snapshot import Snapshot, load_snapshot
 MAX_SPLIT_BYTES = 128 * 1024 * 1024
 OPEN_COST_BYTES = 4 * 1024 * 1024
 MIN_SPLITS = 8
+"""The minimum split count when the session's default parallelism is unknown."""
+BATCH_ROWS = 131_072
+"""Rows per Arrow batch a read task yields (the last of a split may be smaller)."""
 _PUSHABLE_TYPES = frozenset(
     {"byte", "short", "integer", "long", "float", "double", "string", "date", "boolean"}
 )
@@ -236,21 +247,46 @@ def read_rows(
     from raydelta.storage.scan import to_arrow_expression
 
     expression = None if row_filter is None else to_arrow_expression(row_filter, schema)
+    pending: list[pa.Table] = []
+    pending_rows = 0
     for add in adds:
         table = read_logical_file(
             uri, add, schema, partition_columns, column_mapping_mode=mapping_mode
         )
         if expression is not None:
             table = table.filter(expression)
-        yield from table.to_batches()
+        if table.num_rows == 0:
+            continue
+        pending.append(table)
+        pending_rows += table.num_rows
+        if pending_rows >= BATCH_ROWS:
+            yield from _large_batches(pending)
+            pending, pending_rows = [], 0
+    yield from _large_batches(pending)
+
+
+def _large_batches(tables: list[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """The rows of ``tables`` in batches of :data:`BATCH_ROWS` rows; tables whose
+    Arrow types differ (a variant column stored differently per file) each keep
+    their own batches."""
+    if not tables:
+        return
+    first = tables[0].schema
+    if any(not t.schema.equals(first, check_metadata=False) for t in tables[1:]):
+        for table in tables:
+            yield from table.combine_chunks().to_batches(max_chunksize=BATCH_ROWS)
+        return
+    joined = pa.concat_tables([t.replace_schema_metadata(first.metadata) for t in tables])
+    yield from joined.combine_chunks().to_batches(max_chunksize=BATCH_ROWS)
 
 
 class SnapshotReader(DataSourceReader):
     """One snapshot of the table: pushed filters, planned splits, rows."""
 
-    def __init__(self, uri: str, options: ReadOptions) -> None:
+    def __init__(self, uri: str, options: ReadOptions, *, min_splits: int = MIN_SPLITS) -> None:
         snapshot = cached_snapshot(uri, options)
         self.uri = uri
+        self.min_splits = max(1, min_splits)
         self.version = snapshot.version
         self.schema_string = snapshot.metadata.schema_string or '{"type":"struct","fields":[]}'
         self.partition_columns = list(snapshot.metadata.partition_columns)
@@ -290,7 +326,7 @@ class SnapshotReader(DataSourceReader):
         )
 
     def partitions(self) -> Sequence[InputPartition]:
-        splits = plan_splits(adds_of(self.planned_files()))
+        splits = plan_splits(adds_of(self.planned_files()), min_splits=self.min_splits)
         # Spark wants at least one partition; an empty split reads no file.
         return list(splits) or [FileSplit([])]
 

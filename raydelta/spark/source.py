@@ -35,6 +35,8 @@ class RaydeltaDataSource(DataSource):
 
     ray_address: ClassVar[str | None] = None
     format_name: ClassVar[str] = "raydelta"
+    min_splits: ClassVar[int] = 8
+    """Minimum read splits: the registering session's default parallelism."""
 
     @classmethod
     def name(cls) -> str:
@@ -67,7 +69,7 @@ class RaydeltaDataSource(DataSource):
             return ChangeFeedReader(self._uri(), read)
         from raydelta.spark.reader import SnapshotReader
 
-        return SnapshotReader(self._uri(), read)
+        return SnapshotReader(self._uri(), read, min_splits=self.min_splits)
 
     def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceArrowWriter:
         from raydelta.spark.writer import BatchWriter, WritePlan, plan_write
@@ -109,14 +111,17 @@ class RaydeltaDataSource(DataSource):
         return StreamSource(self._uri(), dict(self.options))
 
 
-def bound_source(*, name: str, ray_address: str | None) -> type[RaydeltaDataSource]:
-    """A subclass named ``name`` carrying ``ray_address``. A class that is not
-    importable by name is pickled by value, so the address travels with it to
-    Spark's Python workers."""
+def bound_source(
+    *, name: str, ray_address: str | None, min_splits: int = 8
+) -> type[RaydeltaDataSource]:
+    """A subclass named ``name`` carrying ``ray_address`` and ``min_splits``. A
+    class that is not importable by name is pickled by value, so the address
+    travels with it to Spark's Python workers."""
     qualname = f"RaydeltaDataSource_{name}"
     body: dict[str, Any] = {
         "ray_address": ray_address,
         "format_name": name,
+        "min_splits": min_splits,
         "__qualname__": qualname,
         "__module__": "__raydelta_bound__",
     }

@@ -133,7 +133,7 @@ def spark_files_at(spark: Any, snapshots: Mapping[int, Any]) -> dict[int, dict[s
         for version, snapshot in snapshots.items()
     ]
     out: dict[int, dict[str, Any]] = {version: {} for version in snapshots}
-    for text in _union_all(frames).toJSON().collect():
+    for text in _union_all(frames)._jdf.toJSON().collectAsList():
         row = json.loads(text)
         files = out[row.pop(VERSION_COLUMN)]
         files[row["path"]] = _clean({k: row.get(k) for k in FILE_FIELDS})

@@ -36,13 +36,17 @@ def test_filters_prune_files_on_the_driver(rd_spark: Any, table_dir: str) -> Non
     by_day = rd_spark.read.format("raydelta").load(table_dir).where("day = '2026-11-21'")
     assert sorted(r.id for r in by_day.collect()) == [i for i, _, d in rows if d == "2026-11-21"]
     assert not has_filter_node(by_day)  # fully pushed to the source
-    reader = SnapshotReader(table_dir, ReadOptions.parse({}))
+    parallelism = rd_spark.sparkContext.defaultParallelism
+    reader = SnapshotReader(table_dir, ReadOptions.parse({}), min_splits=parallelism)
     from pyspark.sql.datasource import EqualTo, GreaterThan
 
     assert list(reader.pushFilters([EqualTo(("day",), "2026-11-21")])) == []
     planned = reader.planned_files().num_rows
     assert 0 < planned < files
-    assert by_day.rdd.getNumPartitions() == planned  # one small file per task
+    splits = reader.partitions()  # Spark's file-source packing, session parallelism
+    assert by_day.rdd.getNumPartitions() == len(splits)
+    paths = [add["path"] for split in splits for add in split.adds]  # type: ignore[attr-defined]
+    assert len(paths) == len(set(paths)) == planned  # each planned file in exactly one task
 
     reader = SnapshotReader(table_dir, ReadOptions.parse({}))
     assert list(reader.pushFilters([GreaterThan(("id",), 75)])) == []
