@@ -99,6 +99,15 @@ class Publisher:
             queue = self._tables.get(table_id)
             return 0 if queue is None else len(queue.pending)
 
+    def pending_data(self, table_id: str, version: int) -> bytes | None:
+        """The exact bytes ``version`` of ``table_id`` will be published with, while
+        it waits to be published (None otherwise)."""
+        with self._wake:
+            queue = self._tables.get(table_id)
+            if queue is None:
+                return None
+            return next((data for v, data, _ in queue.pending if v == version), None)
+
     def published_through(self, table_id: str) -> int | None:
         with self._wake:
             queue = self._tables.get(table_id)

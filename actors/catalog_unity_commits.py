@@ -25,20 +25,24 @@ Invariants:
   what the request says about them; a refusal writes nothing.
 - Unbackfilled commits are listed with their staged file (name, size,
   modification time, in-commit timestamp). Inline commits (raydelta's own
-  clients) have no file to name: a listing first waits for them to be
-  published (the catalog's publisher does it promptly).
+  clients) get a staged file when first listed, holding exactly the bytes
+  the publisher writes to ``<v>.json`` (:meth:`UnityCommitMethods._stage_inline`),
+  so listings never wait for publishing and a client's backfill from it
+  agrees with the publisher.
 """
 
 from __future__ import annotations
 
-import time
+import contextlib
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from raydelta.protocol.actions import CommitInfo, parse_actions
-from raydelta.protocol.catalog_managed import STAGED_PREFIX
+from raydelta.protocol.actions import CommitInfo, parse_actions, serialize_actions
+from raydelta.protocol.catalog_managed import STAGED_PREFIX, RatifiedCommit
 from raydelta.protocol.errors import (
     DeltaConcurrentModificationException,
+    FileAlreadyExistsError,
     InvalidArgumentError,
     PublishBacklogError,
     TableNotFoundError,
@@ -48,6 +52,7 @@ from raydelta.protocol.file_names import (
     LogFileKind,
     commit_name,
     parse_log_file_name,
+    staged_commit_name,
 )
 from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.storage.log_store import mtime_ms
@@ -60,9 +65,6 @@ if TYPE_CHECKING:
     from raydelta.actors.catalog_publisher import Publisher
     from raydelta.actors.catalog_tables import ManagedTableCoordinator
     from raydelta.storage.ratified_store import RatifiedCommitStore
-
-INLINE_PUBLISH_WAIT_S = 30.0
-"""How long a listing waits for inline commits to be published."""
 
 
 class CommitVersionConflictError(DeltaConcurrentModificationException):
@@ -171,23 +173,25 @@ class UnityCommitMethods:
     def _unbackfilled(
         self, entry: TableEntry, start_version: int | None, end_version: int | None
     ) -> tuple[list[dict[str, Any]], int]:
-        """The held (unpublished) staged commits in the range, described as Unity
-        Catalog does, and the latest version (module docstring: inline commits)."""
-        deadline = time.monotonic() + INLINE_PUBLISH_WAIT_S
-        while True:
-            with self._lock:
-                self._ratifier.settle()
-                coordinator = self._table(entry.name)
-                held, latest = coordinator.held_commits(start_version, end_version)
-            if all(c.path is not None for c in held) or time.monotonic() >= deadline:
-                break
-            time.sleep(0.005)
-        store = coordinator.store
+        """The held (unpublished) commits in the range, described as Unity Catalog
+        does, and the latest version. An inline commit (raydelta's own clients)
+        is given a staged file first (:meth:`_stage_inline`)."""
+        with self._lock:
+            self._ratifier.settle()
+            coordinator = self._table(entry.name)
+            held, latest = coordinator.held_commits(start_version, end_version)
+            store = coordinator.store
+            names = {
+                c.version: (
+                    c.path[len(STAGED_PREFIX) :]
+                    if c.path is not None
+                    else self._stage_inline(coordinator, c)
+                )
+                for c in held
+            }
         commits = []
         for commit in held:
-            if commit.path is None:
-                continue
-            name = commit.path[len(STAGED_PREFIX) :]
+            name = names[commit.version]
             try:  # one stat per held file: _staged_commits keeps every file ever staged
                 info = store.fs.info(store.path_of(name))
                 size, modified = int(info.get("size") or 0), mtime_ms(info)
@@ -203,6 +207,25 @@ class UnityCommitMethods:
                 }
             )
         return commits, latest
+
+    def _stage_inline(self, coordinator: ManagedTableCoordinator, commit: RatifiedCommit) -> str:
+        """A staged file holding inline commit ``commit``, with exactly the bytes
+        ``<v>.json`` gets (the publisher's pending bytes, else the published file,
+        else what recovery publishes), so a Unity Catalog client that backfills
+        from it agrees with the publisher. Named from the table id and version
+        (put-if-absent: idempotent); ``_delta_log``-relative name."""
+        table_id = coordinator.table_id
+        data = self._publisher.pending_data(table_id, commit.version)
+        if data is None:
+            try:
+                data = coordinator.store.read(commit_name(commit.version))
+            except FileNotFoundError:
+                data = serialize_actions(list(commit.actions or ()))
+        tag = uuid.uuid5(uuid.NAMESPACE_URL, f"raydelta-inline:{table_id}:{commit.version}")
+        name = staged_commit_name(commit.version, str(tag))
+        with contextlib.suppress(FileAlreadyExistsError):  # an earlier listing: same bytes
+            coordinator.store.put_if_absent(name, data)
+        return name
 
     def uc_load_table(self, token: str | None, full_name: str) -> dict[str, Any]:
         """Delta REST API ``loadTable``: the table's description (``described``,

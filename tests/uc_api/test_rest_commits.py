@@ -20,7 +20,7 @@ import pyarrow as pa
 import ray
 
 from raydelta.actors.cluster import NAMESPACE
-from raydelta.protocol.actions import CommitInfo, parse_actions
+from raydelta.protocol.actions import CommitInfo, parse_actions, serialize_actions
 from tests.uc_api.conftest import (
     UCServerFixture,
     create_uc_table,
@@ -204,15 +204,30 @@ def test_raydelta_writers_and_uc_clients_share_one_history(uc_server: UCServerFi
     table = create_uc_table(uc_server)
     location = table["storage_location"]
     ours = uc_server.catalog.open_table("main.default.events")
-    assert ours.append(pa.table({"id": pa.array([10], pa.int64())})) == 1
-    # a UC client that read version 1 commits version 2; GET told it where things stand
-    _status, listed = get_commits(uc_server, table)
-    assert listed["latest_table_version"] == 1
-    assert all(c["version"] != 1 for c in listed["commits"])  # inline: published before answer
-    info = stage_commit(location, 2, [data_file(location, [20])])
-    assert post_commit(uc_server, table, info) == (200, {})
-    assert ours.append(pa.table({"id": pa.array([30], pa.int64())})) == 3
+    ray.get(uc_server.catalog.actor.pause_publishing.remote(True))
+    try:
+        assert ours.append(pa.table({"id": pa.array([10], pa.int64())})) == 1
+        # a UC client learns of the inline version 1 as a staged file it can read
+        _status, listed = get_commits(uc_server, table)
+        assert listed["latest_table_version"] == 1
+        (inline,) = listed["commits"]
+        assert inline["version"] == 1
+        materialized = _staged(table, inline["file_name"])
+        assert inline["file_size"] == len(materialized)
+        assert get_commits(uc_server, table)[1] == listed  # the same file every time
+        # the bytes a restarted catalog would republish from its store are these too
+        (held,) = uc_server.catalog.get_ratified_commits("main.default.events").commits
+        assert serialize_actions(list(held.actions or ())) == materialized
+        info = stage_commit(location, 2, [data_file(location, [20])])
+        assert post_commit(uc_server, table, info) == (200, {})
+        assert ours.append(pa.table({"id": pa.array([30], pa.int64())})) == 3
+        # the client backfills version 1 from that file itself, before the publisher
+        (_log(table) / f"{1:020d}.json").write_bytes(materialized)
+    finally:
+        ray.get(uc_server.catalog.actor.pause_publishing.remote(False))
     _wait_published(uc_server, table, 3)
+    status = ray.get(uc_server.catalog.actor.publish_status.remote("main.default.events"))
+    assert status["error"] is None  # the publisher found the very bytes it publishes
     rows = uc_server.catalog.open_table("main.default.events").to_arrow()
     assert sorted(rows.column("id").to_pylist()) == [10, 20, 30]
     infos = [
