@@ -116,6 +116,20 @@ def resummarise(path: Path) -> dict[str, Any]:
     checkpoints = {int(n): run for n, run in body.get("checkpoint_runs", {}).items()}
     load = body.get("load_average_at_start") or [0.0, 0.0, 0.0]
     result = summarise(series, body["tables"], checkpoints, (load[0], load[1], load[2]))
+    keep_extrapolation(result, body)
     result["git"] = body.get("git")
     result["load_average_at_end"] = body.get("load_average_at_end")
     return result
+
+
+def keep_extrapolation(result: dict[str, Any], previous: dict[str, Any]) -> None:
+    """Keep ``previous``'s extrapolation when it came from a larger table than any
+    ``result`` has checkpoint runs of (e.g. a re-run of small sizes only)."""
+    from benchmarks.huge_table import parse_size
+
+    old = previous.get("extrapolation_64_cores")
+    new = result.get("extrapolation_64_cores")
+    if old is None:
+        return
+    if new is None or parse_size(old["from_size"]) > parse_size(new["from_size"]):
+        result["extrapolation_64_cores"] = old

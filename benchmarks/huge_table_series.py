@@ -36,7 +36,7 @@ from benchmarks.huge_table import (
     measure,
     size_label,
 )
-from benchmarks.huge_table_report import goals
+from benchmarks.huge_table_report import goals, keep_extrapolation
 
 CLUSTER_CORES = 64
 VACUUM_PEER_SIZES = (100_000, 1_000_000)
@@ -446,6 +446,8 @@ def run_series(
         _guarded(series, f"{label} vacuum", partial(measure_vacuum, series, n, built, runs))
         result = summarise(series, tables, checkpoints, started_load)
         result["git"] = git
+        if previous is not None:
+            keep_extrapolation(result, previous)
         if save is not None:
             save(result)
     return result
