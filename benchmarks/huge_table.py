@@ -161,9 +161,7 @@ def _live_file_batches(uri: str, columns: list[str], batch_rows: int) -> tuple[b
 
         files = load_snapshot(uri).files.select(columns)
         return False, files.to_batches(max_chunksize=batch_rows)
-    # every column: narrowing to ``columns`` fails in the tree as of this writing
-    # (/tmp/h3_findings.md, item 3)
-    return True, iter_live_files(uri, batch_rows=batch_rows)
+    return True, iter_live_files(uri, columns=columns, batch_rows=batch_rows)
 
 
 def scan_files(uri: str, batch_rows: int = SCAN_BATCH_ROWS) -> dict[str, Any]:
