@@ -81,6 +81,14 @@ def install_stage_timers(_actor: Any = None) -> bool:
         setattr(module, attribute, timed(name, getattr(module, attribute)))
     cls = coordinator_module.CommitCoordinator
     cls.commit = timed("actor_commit", cls.commit)  # type: ignore[method-assign]
+    commit_many = cls.commit_many
+
+    def counted(self: Any, requests: Any) -> Any:
+        times["groups"] = times.get("groups", 0.0) + 1
+        times["grouped_requests"] = times.get("grouped_requests", 0.0) + len(requests)
+        return commit_many(self, requests)
+
+    cls.commit_many = counted  # type: ignore[method-assign]
     cls._commit_info = timed("commit_info", cls._commit_info)  # type: ignore[method-assign]
     cls._apply = timed("apply", cls._apply)  # type: ignore[method-assign]
     cls._put_commit = timed("put_commit", cls._put_commit)  # type: ignore[method-assign]
@@ -298,9 +306,61 @@ def run_actor(root: Path, commits: int, transport: str) -> dict[str, Any]:
     }
 
 
+def run_concurrent(root: Path, seconds: float, transport: str, writers: int) -> dict[str, Any]:
+    """``writers`` threads of this process commit for ``seconds``: group sizes and CPU."""
+    import threading
+
+    import pyarrow as pa
+    import ray
+
+    from raydelta.actors.client import create_table, open_table
+
+    uri = (root / f"group-{transport}").as_uri()
+    table = create_table(uri, schema=pa.schema([("id", pa.int64())]))
+    actor = table.actor
+    ray.get(actor.__ray_call__.remote(install_stage_timers))
+    handles = [open_table(uri, use_channel=transport == "channel") for _ in range(writers)]
+    for handle in handles:
+        handle._call("commit", _request(0))
+    ray.get(actor.__ray_call__.remote(take_stage_times))
+    actor_pid, _ = ray.get(actor.__ray_call__.remote(process_cpu))
+    actor_cpu = _cpu_of(actor_pid)
+    counts = [0] * writers
+    stop = time.perf_counter() + seconds
+
+    def write(index: int) -> None:
+        while time.perf_counter() < stop:
+            handles[index]._call("commit", _request(counts[index]))
+            counts[index] += 1
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    actor_cpu = _cpu_of(actor_pid) - actor_cpu
+    stages = ray.get(actor.__ray_call__.remote(take_stage_times))
+    ray.kill(actor)
+    total = sum(counts)
+    groups = stages.get("groups", 0.0)
+    return {
+        "writers": writers,
+        "commits": total,
+        "commits_per_s": total / elapsed,
+        "groups": groups,
+        "mean_group_size": stages.get("grouped_requests", 0.0) / groups if groups else None,
+        "fsync_ms_per_commit": stages.get("fsync", 0.0) * 1000 / max(total, 1),
+        "actor_cpu_ms_per_commit": actor_cpu * 1000 / max(total, 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--writers", type=int, default=8, help="threads of the group run")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of the group run")
     parser.add_argument("--no-write", action="store_true")
     ns = parser.parse_args(argv)
 
@@ -315,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for transport in ("ray", "channel"):
             results[transport] = run_actor(root, ns.commits, transport)
+        concurrent = {
+            transport: run_concurrent(root, ns.seconds, transport, ns.writers)
+            for transport in ("ray", "channel")
+        }
     finally:
         ray.shutdown()
     sample = next((root / "inline" / "_delta_log").glob("*01.json")).read_bytes()
@@ -328,6 +392,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   ping p50       {result['ping']['p50_ms']:7.3f} ms")
         for process, ms in result["cpu_ms_per_commit"].items():
             print(f"   CPU {process:<18} {ms:7.3f} ms/commit")
+    for transport, group in concurrent.items():
+        print(
+            f"\n== {transport}, {group['writers']} writer threads: "
+            f"{group['commits_per_s']:.0f} commits/s, mean group {group['mean_group_size']}, "
+            f"fsync {group['fsync_ms_per_commit']:.3f} ms/commit, "
+            f"actor CPU {group['actor_cpu_ms_per_commit']:.3f} ms/commit"
+        )
     print(f"\nfloor (put_if_absent with fsync) p50 {floor['p50_ms']:.3f} ms")
     print(f"load average before {load_before}, after {load_after}")
     if ns.no_write:
@@ -344,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             "peer_name": "LocalLogStore.put_if_absent with fsync of the same bytes (the floor)",
             "floor": floor,
             "transports": results,
+            "concurrent": concurrent,
             "commits": ns.commits,
             "load_average": {"before": load_before, "after": load_after},
             "note": "a profile; stage times are wall ms per commit inside the actor",
