@@ -75,6 +75,10 @@ from raydelta.storage.snapshot import Snapshot
 if TYPE_CHECKING:
     from raydelta.actors.client import TableClient
 
+# Conditions and values are Spark SQL: load sqlglot's Spark dialect with the
+# module (a one-time import otherwise paid inside the first DML of a process).
+import sqlglot.dialects.spark  # noqa: F401
+
 _NON_DETERMINISTIC = frozenset(
     {"rand", "randn", "random", "uuid", "shuffle", "monotonically_increasing_id", "rand_str"}
 )
