@@ -72,7 +72,12 @@ from raydelta.protocol.events import CommitCommitted, CommitReply, CommitRequest
 from raydelta.protocol.file_names import STAGED_COMMITS_DIR, LogFileKind, commit_name
 from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.protocol.reconciliation import TableHead
-from raydelta.protocol.table_features import CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS, upgrade_protocol
+from raydelta.protocol.table_features import (
+    CATALOG_MANAGED,
+    IN_COMMIT_TIMESTAMPS,
+    VACUUM_PROTOCOL_CHECK,
+    upgrade_protocol,
+)
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from raydelta.storage.log_store import LogStore
 from raydelta.storage.ratified_store import RatifiedCommitStore, TableEntry
@@ -109,11 +114,14 @@ class _UpgradeCoordinator(CommitCoordinator):
 
 
 def managed_protocol(protocol: Protocol) -> Protocol:
-    """``protocol`` with ``catalogManaged`` (reader and writer) and in-commit timestamps."""
+    """``protocol`` with ``catalogManaged`` (reader and writer), in-commit timestamps
+    and ``vacuumProtocolCheck`` (reader and writer): the spec needs the first
+    two; delta-spark (4.4.0) also requires the third of every catalog-managed
+    table and refuses to operate on one without it."""
     return upgrade_protocol(
         protocol,
-        reader_features=[CATALOG_MANAGED],
-        writer_features=[CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS],
+        reader_features=[CATALOG_MANAGED, VACUUM_PROTOCOL_CHECK],
+        writer_features=[CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS, VACUUM_PROTOCOL_CHECK],
     )
 
 

@@ -34,7 +34,11 @@ from aiohttp import web
 from raydelta.actors.client import new_table_actions
 from raydelta.protocol.privileges import Privilege
 from raydelta.protocol.schema import parse_schema
-from raydelta.protocol.table_features import CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS
+from raydelta.protocol.table_features import (
+    CATALOG_MANAGED,
+    IN_COMMIT_TIMESTAMPS,
+    VACUUM_PROTOCOL_CHECK,
+)
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from raydelta.uc.errors import UCError
 from raydelta.uc.routes_credentials import credentials_for
@@ -137,8 +141,8 @@ async def create_staging_table(request: web.Request) -> web.Response:
             "required-protocol": {
                 "min-reader-version": 3,
                 "min-writer-version": 7,
-                "reader-features": [CATALOG_MANAGED],
-                "writer-features": [CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS],
+                "reader-features": [CATALOG_MANAGED, VACUUM_PROTOCOL_CHECK],
+                "writer-features": [CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS, VACUUM_PROTOCOL_CHECK],
             },
             "required-properties": {
                 UC_TABLE_ID_PROPERTY: staged["id"],

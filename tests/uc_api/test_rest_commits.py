@@ -53,6 +53,14 @@ def test_commits_in_order_published_with_the_staged_bytes(uc_server: UCServerFix
     table = create_uc_table(uc_server)
     # delta-storage's client writes staged files without creating their directory
     assert (_log(table) / "_staged_commits").is_dir()
+    # delta-spark operates on a catalog-managed table only with vacuumProtocolCheck too
+    protocol = json.loads((_log(table) / f"{0:020d}.json").read_text().splitlines()[1])
+    assert set(protocol["protocol"]["readerFeatures"]) >= {"catalogManaged", "vacuumProtocolCheck"}
+    assert set(protocol["protocol"]["writerFeatures"]) >= {
+        "catalogManaged",
+        "inCommitTimestamp",
+        "vacuumProtocolCheck",
+    }
     own = uc_server.catalog.create_table("main.default.own", pa.schema([("id", pa.int64())]))
     assert (local_path(own.uri) / "_delta_log" / "_staged_commits").is_dir()
     status, listed = get_commits(uc_server, table)
