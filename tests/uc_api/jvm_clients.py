@@ -237,6 +237,7 @@ class JvmUCTable:
             scala_store, self.hadoop_conf
         )
         self._actions = scala_object(jvm, "org.apache.spark.sql.delta.actions.Action")
+        self.last_commit_seconds = 0.0
 
     # --- what delta-spark reads --------------------------------------------------------
 
@@ -349,11 +350,14 @@ class JvmUCTable:
         ict: int | None = None,
         txn_id: str | None = None,
         new_metadata: Mapping[str, Any] | None = None,
+        state: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
     ) -> JvmCommit:
         """``UCCommitCoordinatorClient.commit`` of version ``version`` whose actions
         are a fresh ``commitInfo`` (in-commit timestamp ``ict``, unique ``txnId``)
-        followed by ``actions``. Raises :class:`DeltaCommitError` as delta does."""
-        metadata, protocol = self.metadata_protocol()
+        followed by ``actions``. Raises :class:`DeltaCommitError` as delta does.
+        ``state``: the current ``(metaData, protocol)`` when the caller knows it.
+        ``last_commit_seconds`` is then the time of delta's commit call alone."""
+        metadata, protocol = self.metadata_protocol() if state is None else state
         if ict is None:  # after the previous commit's, as delta-spark's in-commit timestamps
             previous = min(version - 1, self.latest_version())
             floor = self.last_ict(previous) + 1 if previous >= 0 else 0
@@ -388,6 +392,7 @@ class JvmUCTable:
         java_lines = jvm.java.util.ArrayList()
         for line in lines:
             java_lines.add(line)
+        start = time.perf_counter()
         try:
             response = self.client.coordinator.commit(
                 self.log_store,
@@ -399,6 +404,8 @@ class JvmUCTable:
             )
         except Exception as error:
             raise DeltaCommitError(error) from error
+        finally:
+            self.last_commit_seconds = time.perf_counter() - start
         done = response.getCommit()
         return JvmCommit(
             int(done.getVersion()),
@@ -522,6 +529,8 @@ def attach_spark_sql(spark: Any, *, uri: str, token: str) -> None:
     scala_object(
         jvm, "org.apache.spark.sql.delta.coordinatedcommits.UCCommitCoordinatorBuilder"
     ).clearCache()
+    # snapshots keep the coordinator client they were loaded with: drop them
+    scala_object(jvm, "org.apache.spark.sql.delta.DeltaLog").clearCache()
     key = id(spark.sparkContext)
     if key in _ATTACHED:
         return
