@@ -194,3 +194,29 @@ def test_table_keys_of_a_few_rows_equal_a_take(built: str) -> None:
     taken = adds.take(pa.array(rows, pa.int64()))
     assert table_keys(adds, rows) == table_keys(taken)
     assert table_keys(adds, []) == []
+
+
+def test_reading_modules_import_neither_ray_nor_the_catalog() -> None:
+    """``raydelta``'s public names are imported on first use: a process that only
+    reads snapshots does not pay for Ray or the catalog at import. (pandas comes
+    with pyarrow's first ``pa.array``/``pa.scalar`` of Python values anyway.)"""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, raydelta.storage.snapshot, raydelta.storage.live_files, raydelta;"
+        "print(sorted(m for m in ('ray', 'raydelta.catalog', 'raydelta.table')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_streamed_part_shows_its_columns_even_when_they_hold_no_row(tmp_path: Path) -> None:
+    build_large_table(tmp_path / "t", num_files=50, num_commits=1)
+    store = log_store_for(str(tmp_path / "t"))
+    (part,) = [f for f in store.list_from(0) if f.is_checkpoint]
+    tables = list(log_reader.iter_parquet_actions(store, store.path_of(part.name)))
+    assert tables[0].num_rows == 0
+    assert {"add", "remove", "metaData", "protocol"} <= set(tables[0].column_names)
+    assert sum(t.num_rows for t in tables) >= 50
