@@ -122,8 +122,9 @@ def _table(root: Path, checkpoint: str) -> None:
     _commit(
         root,
         3,
-        [_add(names[0]), _add(names[1])]  # re-added after their removal
-        + [
+        [
+            _add(names[0]),  # re-added after their removal
+            _add(names[1]),
             _remove(names[30], EXPIRED, size=1, deletionVector=_dv(dv_one)),
             _add(names[30], deletionVector=_dv(dv_two)),
         ],
