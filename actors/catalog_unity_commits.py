@@ -234,6 +234,9 @@ class UnityCommitMethods:
         with self._lock:
             principal, entry = self._uc_named(token, full_name)
             self._auth.require(principal, full_name, [Privilege.READ])
+        return self._loaded(full_name, entry)
+
+    def _loaded(self, full_name: str, entry: TableEntry) -> dict[str, Any]:
         commits: list[dict[str, Any]] = []
         latest = None
         if entry.catalog_managed:
@@ -276,9 +279,10 @@ class UnityCommitMethods:
         etag: str | None,
         commit_info: Mapping[str, Any] | None,
         latest_backfilled_version: int | None,
-    ) -> None:
+    ) -> dict[str, Any]:
         """Delta REST API ``updateTable``: check the requirements, then ratify the
-        ``add-commit`` (if any) as :meth:`uc_commit` does."""
+        ``add-commit`` (if any) as :meth:`uc_commit` does; returns what
+        :meth:`uc_load_table` returns, after the commit."""
         with self._lock:
             principal, entry = self._uc_named(token, full_name)
             if table_uuid is not None and table_uuid != entry.table_id:
@@ -293,6 +297,9 @@ class UnityCommitMethods:
             ticket = self._uc_commit_entry(principal, entry, commit_info, latest_backfilled_version)
         if ticket is not None:
             self._ratifier.wait(ticket)
+        # the answer describes the table after the commit, in the same call (a
+        # principal holding WRITE but not READ is still told what it committed to)
+        return self._loaded(full_name, entry)
 
     def uc_etag(self, entry: TableEntry) -> str:
         """The table's etag: changes with every ratified version."""

@@ -242,7 +242,7 @@ async def update_table(request: web.Request) -> web.Response:
         raise UCError("INVALID_ARGUMENT", "add-commit needs an integer commit version")
     if backfilled is not None and (not isinstance(backfilled, int) or backfilled < 0):
         raise UCError("INVALID_ARGUMENT", "latest-published-version must be a version")
-    await call(
+    loaded = await call(
         request,
         "uc_update_table",
         full,
@@ -251,7 +251,7 @@ async def update_table(request: web.Request) -> web.Response:
         commit_info=commit_info,
         latest_backfilled_version=backfilled,
     )
-    return respond(load_response(await call(request, "uc_load_table", full)))
+    return respond(load_response(loaded))
 
 
 async def report_metrics(request: web.Request) -> web.Response:

@@ -99,8 +99,17 @@ def test_create_load_commit_through_the_delta_api(uc_server: UCServerFixture) ->
         ]
     finally:
         ray.get(uc_server.catalog.actor.pause_publishing.remote(False))
-    # a wrong table uuid: the requirement fails, nothing is committed
+    # a principal holding WRITE only commits, and is answered with the table
+    writer = uc_server.token_for("writer", ["write"], table="main.default.events")
     info = stage_commit(location, 3, [data_file(location, [3])])
+    status, answer = uc_server.request(
+        "POST", f"{V1}/tables/events", {"updates": [_add_commit(info)]}, token=writer
+    )
+    assert status == 200 and answer["latest-table-version"] == 3, answer
+    status, error = uc_server.request("GET", f"{V1}/tables/events", token=writer)
+    assert status == 403 and error["error"]["type"] == "PermissionDeniedException"
+    # a wrong table uuid: the requirement fails, nothing is committed
+    info = stage_commit(location, 4, [data_file(location, [4])])
     update = {
         "requirements": [
             {"type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000"}
@@ -116,13 +125,13 @@ def test_create_load_commit_through_the_delta_api(uc_server: UCServerFixture) ->
         "POST", f"{V1}/tables/events", {"updates": [_add_commit(rival)]}, token=admin
     )
     assert status == 409 and error["error"]["type"] == "CommitVersionConflictException", error
-    assert ray.get(uc_server.catalog.actor.wait_published.remote("main.default.events", 2, 60.0))
+    assert ray.get(uc_server.catalog.actor.wait_published.remote("main.default.events", 3, 60.0))
     log = local_path(location) / "_delta_log"
     for info in infos:
         staged = (log / "_staged_commits" / info["file_name"]).read_bytes()
         assert (log / f"{info['version']:020d}.json").read_bytes() == staged
     rows = uc_server.catalog.open_table("main.default.events").to_arrow()
-    assert sorted(rows.column("id").to_pylist()) == [1, 2]
+    assert sorted(rows.column("id").to_pylist()) == [1, 2, 3]
 
 
 def test_delta_api_errors_and_head(uc_server: UCServerFixture) -> None:
