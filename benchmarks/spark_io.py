@@ -138,9 +138,9 @@ def read_profile(spark: Any, table: dict[str, Any]) -> dict[str, Any]:
     from raydelta.spark.options import ReadOptions
     from raydelta.spark.reader import SnapshotReader
 
-    def plan(fmt: str) -> None:
+    def plan(fmt: str) -> None:  # the scan's input partitions (our partitions() call)
         uri = table[f"{fmt}_uri"]
-        spark.read.format(fmt).load(uri)._jdf.queryExecution().executedPlan()
+        spark.read.format(fmt).load(uri)._jdf.queryExecution().toRdd().getNumPartitions()
 
     out: dict[str, Any] = {}
     for fmt in ("raydelta", "delta"):
