@@ -112,6 +112,14 @@ def _deltalake(root: Path, version: int | None = None) -> FileState:
     return table.version(), {unquote(r["path"]): r["size_bytes"] for r in rows}
 
 
+def _beyond_bmp(state: FileState) -> bool:
+    """Whether a path holds a character above U+FFFF. deltalake 1.6.6 misreads
+    those (an add whose path is U+20000 comes back as U+10000; reproduced with
+    a two-line commit), so the peer comparison leaves such states to the
+    independent replay, which our snapshot must still equal."""
+    return any(ord(c) > 0xFFFF for path in state[1] for c in path)
+
+
 def _fresh_copy(source: Path, under: Path) -> Path:
     target = Path(tempfile.mkdtemp(prefix="hostile-", dir=under)) / source.name
     shutil.copytree(source, target)
@@ -927,7 +935,7 @@ def test_damaged_commit_reads_as_its_replay_or_a_typed_error(
             theirs = _deltalake(root)
         except Exception:  # deltalake may refuse what the spec lets us read
             theirs = None
-        if theirs is not None:
+        if theirs is not None and not _beyond_bmp(expected):
             assert _ours(latest) == theirs
 
 
