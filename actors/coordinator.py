@@ -19,6 +19,10 @@ Invariants:
 - Another engine may write the table directly: a lost ``put_if_absent``
   race makes the coordinator read the new winners from the log (by name, no
   listing), check them like any other winner, and try the next version.
+- Group commit (:meth:`CommitCoordinator.commit_many`) gives each request
+  the reply :meth:`CommitCoordinator.commit` would give it in arrival order;
+  only the writing is shared (one ``put_if_absent_many``), and a batch not
+  written whole is undone in memory and committed again one by one.
 - Committing needs no file listing of the table: conflict checks use the
   winners' actions and the request's read set, so the cost of a commit does
   not grow with the number of files. The file tables are folded lazily,
