@@ -248,10 +248,11 @@ class CleanupActor:
         retention_hours = None if retention_ms is None else retention_ms / 3_600_000
         self._begin("vacuum")
         try:
-            from raydelta.storage.snapshot import load_snapshot_from_store
+            from raydelta.storage.vacuum_log import load_vacuum_view
 
             self._set_stage("loading snapshot", 0, 0)
-            snapshot = load_snapshot_from_store(self._uri, self._store)
+            # only the file columns VACUUM needs (a full snapshot where the log needs one)
+            snapshot = load_vacuum_view(self._uri, self._store)
             lister = None
             size = snapshot.num_files + snapshot.all_tombstones.num_rows
             if not lite:
