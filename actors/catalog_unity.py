@@ -21,7 +21,9 @@ Invariants:
   (:mod:`raydelta.actors.catalog_unity_commits`, mixed in here).
 - Managed tables get ``_delta_log/_staged_commits`` when they are created
   (:func:`ensure_staged_commits_dir`): delta-storage's client writes there
-  without creating it.
+  without creating it. A managed table created over the API is answered
+  once its ``0.json`` is published (delta-spark reads version 0 from the
+  filesystem, never from the catalog).
 - A managed table whose version 0 the client wrote itself (Unity
   Catalog's creation: staging table, ``0.json``, then create) is taken over
   as the upgrade of a filesystem table is: its newest published commit is
@@ -67,6 +69,9 @@ if TYPE_CHECKING:
     from raydelta.actors.catalog_publisher import Publisher
     from raydelta.actors.catalog_tables import ManagedTableCoordinator
     from raydelta.storage.ratified_store import RatifiedCommitStore
+
+PUBLISH_WAIT_S = 30.0
+"""How long creating a managed table waits for its version 0 to be published."""
 
 UC_TABLE_ID_PROPERTY = "io.unitycatalog.tableId"
 """The table property delta-spark's Unity Catalog client reads the table id from."""
@@ -367,6 +372,13 @@ class UnityCatalogMethods(UnityCommitMethods):
                 "table_id": entry.table_id,
             }
             self._ns.save()
+        if entry.catalog_managed:  # 0.json on storage before the answer: path readers need it
+            deadline = time.monotonic() + PUBLISH_WAIT_S
+            while time.monotonic() < deadline:
+                if self._store.published_version(entry.table_id) is not None:
+                    break
+                time.sleep(0.002)
+        with self._lock:
             return self._table_info(full_name, entry)
 
     def _create_managed(
