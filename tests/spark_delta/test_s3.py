@@ -152,7 +152,11 @@ def test_measure_s3_create_races(delta: Any, s3_server: Any) -> None:
     created are raydelta commits Spark's unconditional ``PUT`` replaced
     (measured and printed; they depend on timing). And Hadoop's own create
     with ``overwrite=false`` is shown not to be a put-if-absent on S3A:
-    a second create of an existing name succeeds and replaces it."""
+    a second create of an existing name succeeds and replaces it.
+
+    Recorded on this machine (load 20-60), raydelta creates replaced by
+    delta-spark's: 0 and 1 of 40 names in two runs with S3A's defaults; 3
+    and 4 of 40 with ``fs.s3a.create.performance=true``."""
     spark = delta
     jvm = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
