@@ -434,11 +434,16 @@ def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> File
 
 
 def _generated_to_recompute(spec: RewriteSpec, config: TableConfiguration) -> list[str]:
-    """Generated columns the UPDATE does not set: the writer recomputes them."""
-    from raydelta.protocol.write_rules import table_write_rules
+    """Generated columns the UPDATE does not set: the writer recomputes them
+    (from the schema, once per table configuration)."""
+    from raydelta.protocol.write_rules import GENERATION_EXPRESSION_KEY
 
-    rules = table_write_rules(spec.protocol, spec.metadata)
-    return [name for name, _ in rules.generated if name not in spec.assignments]
+    generated = [
+        f.name
+        for f in config.schema.fields
+        if (f.metadata or {}).get(GENERATION_EXPRESSION_KEY) is not None
+    ]
+    return [name for name in generated if name not in spec.assignments]
 
 
 def _without_recomputed(rows: pa.Table, spec: RewriteSpec, config: TableConfiguration) -> pa.Table:

@@ -121,6 +121,15 @@ def test_merge_computes_generated_columns_on_update_and_insert(generated: raydel
     assert _rows(generated, "id", "x", "g") == expected
 
 
+def test_update_recomputes_generated_columns_it_does_not_set(generated: raydelta.Table) -> None:
+    generated.update({"x": "x + 10"}, predicate="id >= 4")
+    expected = [
+        {"id": i, "x": i + 10 if i >= 4 else i, "g": (i + 10 if i >= 4 else i) * 2 + 1}
+        for i in range(6)
+    ]
+    assert _rows(generated, "id", "x", "g") == expected
+
+
 def test_merge_all_clauses_compute_or_check_a_source_generated_column(
     generated: raydelta.Table,
 ) -> None:
