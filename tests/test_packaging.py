@@ -113,7 +113,13 @@ def test_wheel_holds_the_layers_the_example_and_py_typed(wheel: zipfile.ZipFile)
         # every module of the layer's folder, installed under raydelta/
         expected = {f"raydelta/{layer}/{p.name}" for p in (REPO / layer).glob("*.py")}
         assert expected <= names, sorted(expected - names)
-    face = {f"raydelta/{p.name}" for p in (REPO / "raydelta").glob("*.py")}
+    face_root = REPO / "raydelta"
+    face = {
+        f"raydelta/{p.relative_to(face_root).as_posix()}"
+        for p in face_root.rglob("*.py")
+        if p.relative_to(face_root).parts[0] not in (*LAYERS, "examples")
+    }
+    # every module of the public face, its subpackages (dml, spark, uc, ...) included
     assert face <= names, sorted(face - names)
 
     examples = REPO / "raydelta" / "examples"
