@@ -314,14 +314,6 @@ def _loose_stats(stats: str | None) -> str | None:
     return json.dumps(parsed, separators=(",", ":"))
 
 
-def _read_with_positions(
-    spec: RewriteSpec, config: TableConfiguration, add: AddFile
-) -> tuple[pa.Table, pa.Array, BitMap64]:
-    """The file's live rows, their physical positions, and its current DV rows."""
-    live = read_live_rows(spec.table_uri, spec.storage_options, config, add)
-    return live.rows, live.positions, live.deleted
-
-
 def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> FileRewrite:
     """Apply ``spec`` to ``files`` (canonical ``add`` rows of the snapshot)."""
     config = TableConfiguration(spec.protocol, spec.metadata)

@@ -267,18 +267,6 @@ def merge_files(
     )
 
 
-def rewrite_read(spec: MergeSpec) -> RewriteSpec:
-    """The spec files are read with (the snapshot's metadata)."""
-    return RewriteSpec(
-        table_uri=spec.table_uri,
-        protocol=spec.protocol,
-        metadata=spec.read_metadata,
-        kind="update",
-        condition=None,
-        storage_options=spec.storage_options,
-    )
-
-
 @dataclass
 class _Outcome:
     touched: set[int] = field(default_factory=set)
