@@ -7,7 +7,7 @@ Invariants:
   prunes nothing (every file is a candidate).
 - Groups hold whole files, balanced by bytes (largest first onto the
   lightest group), so small files share a task. A small job (under
-  ``SMALL_JOB_BYTES``, no task count asked for) runs in the caller's
+  ``SMALL_JOB_BYTES`` and ``SMALL_JOB_FILES``, no task count asked for) runs in the caller's
   process, one group per usable CPU on a thread pool (parquet reads and
   writes and Arrow kernels release the GIL; a Ray worker would first have
   to import the engine); a larger job, or one given a task count, runs its
@@ -38,6 +38,9 @@ from raydelta.storage.snapshot import Snapshot
 SMALL_JOB_BYTES = 64 * 1024 * 1024
 """Candidates smaller than this (in all) are handled in the caller's process
 unless the caller asks for tasks."""
+SMALL_JOB_FILES = 256
+"""...and fewer files than this: a DML over many files (1,000 small ones
+included) uses the cluster, not one process."""
 TASKS_PER_CPU = 2
 
 T = TypeVar("T")
@@ -103,7 +106,9 @@ def local_cpus() -> int:
 def is_small_job(files: pa.Table) -> bool:
     """Whether the candidates are few bytes enough for the caller's process."""
     total = sum(int(s or 0) for s in files.column("size").to_pylist()) if files.num_rows else 0
-    return files.num_rows <= 1 or total < SMALL_JOB_BYTES
+    return files.num_rows <= 1 or (
+        total < SMALL_JOB_BYTES and files.num_rows < SMALL_JOB_FILES
+    )
 
 
 def plan_groups(files: pa.Table, *, tasks: int | None) -> tuple[list[list[dict[str, Any]]], bool]:
