@@ -145,11 +145,13 @@ def with_row_tracking_preserved(info: CommitInfo, actions: Sequence[Action]) -> 
 
     The spec asks writers of a table with row tracking enabled to tag whether
     every stable row id of an updated or copied row was preserved (through
-    the materialized row-id column). raydelta does not materialize row ids
-    yet, so a commit that removes files and adds files under other paths (a
-    rewrite: rows copied or updated, or replaced) is tagged ``false``; one
-    that copies no row (appends, whole-file deletes, deletion vectors on the
-    same files) is tagged ``true``.
+    the materialized row-id column). raydelta's DML materializes them and
+    tags its own commits ``true`` (the writer's tag wins). A commit without
+    the tag that removes files and adds files under other paths (a rewrite
+    by a writer that did not say it preserved ids: an overwrite, a plain
+    client's replace) is tagged ``false``; one that copies no row (appends,
+    whole-file deletes, deletion vectors on the same files) is tagged
+    ``true``.
     """
     body = dict(info.to_json_dict())
     tags = dict(body.get("tags") or {})
