@@ -670,6 +670,8 @@ def test_policy_checkpoints_every_interval_from_real_commits(
         table.transaction().add(make_add(f"date=2024-01-01/g{i}.parquet")).commit()
     log = path / "_delta_log"
     _wait_for(lambda: (log / "00000000000000000006.checkpoint.parquet").exists())
+    # the file appears before the run that wrote it returns and records it
+    _wait_for(lambda: not ray.get(handle.status.remote())["running"])
     assert (log / "00000000000000000003.checkpoint.parquet").exists()
     status = ray.get(handle.status.remote())
     assert status["lastCheckpointVersion"] == 6 and not status["errors"]
@@ -838,6 +840,8 @@ def test_ensure_checkpointer_subscribes_to_the_table_actor(
     _wait_for(
         lambda: any(p.name.startswith("00000000000000000002.checkpoint.") for p in log.iterdir())
     )
+    # the file appears before the run that wrote it returns and records it
+    _wait_for(lambda: not ray.get(handle.status.remote())["running"])
     summary = ray.get(handle.status.remote())["last"]
     assert summary["kind"] == "v2" and summary["trigger"] == "policy" and summary["version"] == 2
 
