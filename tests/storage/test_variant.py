@@ -126,20 +126,13 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def shredded_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    import shutil
-
-    if shutil.which("java") is None:
-        pytest.skip("PySpark needs Java 17, which is not on PATH")
-    from pyspark.sql import SparkSession
-
+def shredded_table(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Path]:
+    # The run's one Spark session (tests/conftest.py), never stopped here: later
+    # modules (the Unity Catalog clients' tests) drive the same JVM.
     root = tmp_path_factory.mktemp("shredded") / "t"
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("raydelta-variant-shredding")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
+    shredding = (
+        "spark.sql.variant.writeShredding.enabled",
+        "spark.sql.variant.forceShreddingSchemaForTest",
     )
     try:
         values = ", ".join(f"({i}, '{text}')" for i, text in enumerate(ROWS))
@@ -155,7 +148,8 @@ def shredded_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             for n in (1, 5)
         )
     finally:
-        spark.stop()
+        for key in shredding:
+            spark.conf.unset(key)
     _write_log(root, schema_string, low, high)
     yield root
 
