@@ -328,25 +328,7 @@ class ManagedTableCoordinator(CommitCoordinator):
             or any(isinstance(a, (Protocol, Metadata)) for a in actions)
         ):
             return None
-        validate_commit(
-            list(actions),
-            is_create=False,
-            table_configuration=config,
-            final=True,
-            table_root=self.table_uri,
-        )
-        check_commit_actions(actions, protocol=config.protocol, metadata=config.metadata)
-        commit = RatifiedCommit.staged(version, path, timestamp=info.in_commit_timestamp)
-        data = self.store.read(commit.staged_name or "")
-        self._ratify(commit, request.txn_id, data)
-        entry = self._apply(version, list(actions))
-        return CommitCommitted(
-            txn_id=request.txn_id,
-            version=version,
-            in_commit_timestamp=entry.in_commit_timestamp,
-            attempts=1,
-            published=False,
-        )
+        return self._ratify_staged_file(version, path, actions, request.txn_id, info)
 
     def ratify_exact(
         self, version: int, path: str, actions: Sequence[Action], txn_id: str
@@ -369,7 +351,6 @@ class ManagedTableCoordinator(CommitCoordinator):
                 version,
                 self.version,
             )
-        config = self.table_configuration
         info = _info(actions)
         if info is None or info.in_commit_timestamp is None:
             raise InvalidCommitError(
@@ -381,6 +362,14 @@ class ManagedTableCoordinator(CommitCoordinator):
                 f"staged commit {path!r}: inCommitTimestamp {info.in_commit_timestamp} is not "
                 f"after the previous version's {self._last_ict}"
             )
+        return self._ratify_staged_file(version, path, actions, txn_id, info)
+
+    def _ratify_staged_file(
+        self, version: int, path: str, actions: Sequence[Action], txn_id: str, info: CommitInfo
+    ) -> CommitCommitted:
+        """Validate the staged file's actions as a final commit of the current
+        configuration, then ratify the file's bytes durably as ``version``."""
+        config = self.table_configuration
         validate_commit(
             list(actions),
             is_create=False,
