@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,7 +39,8 @@ from raydelta.protocol.privileges import (
     effective_privileges,
     missing_privileges,
 )
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.log_store import LogStore
+from raydelta.storage.root_documents import read_document, root_store, write_document
 
 PRINCIPALS_FILE = "principals.json"
 
@@ -76,13 +76,7 @@ class Authorizer:
     ) -> Authorizer:
         """The registry saved under ``root`` (empty when there is none yet)."""
         auth = cls(enabled=enabled, root=root, storage_options=storage_options)
-        store = auth._store()
-        saved: dict[str, Any] | None = None
-        if store is not None:
-            try:
-                saved = json.loads(store.read(PRINCIPALS_FILE))
-            except FileNotFoundError:
-                saved = None
+        saved = read_document(auth._store(), PRINCIPALS_FILE)
         if saved is not None:
             auth.token_hashes = dict(saved.get("principals", {}))
             auth.grants = {
@@ -93,16 +87,9 @@ class Authorizer:
 
     def _store(self) -> LogStore | None:
         """The root's files (names relative to the root itself)."""
-        if self.root is None:
-            return None
-        store = log_store_for(self.root, self.storage_options)
-        store.log_dir = store.table_root
-        return store
+        return root_store(self.root, self.storage_options)
 
     def _save(self) -> None:
-        store = self._store()
-        if store is None:
-            return
         body = {
             "principals": self.token_hashes,
             "grants": {
@@ -110,7 +97,7 @@ class Authorizer:
                 for table, holders in self.grants.items()
             },
         }
-        store.write(PRINCIPALS_FILE, json.dumps(body, sort_keys=True).encode("utf-8"))
+        write_document(self._store(), PRINCIPALS_FILE, body)
 
     # --- principals -------------------------------------------------------------
 

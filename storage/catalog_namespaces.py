@@ -26,11 +26,11 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.log_store import LogStore
+from raydelta.storage.root_documents import read_document, root_store, write_document
 
 NAMESPACES_FILE = "unity_namespaces.json"
 
@@ -54,12 +54,8 @@ class NamespaceRegistry:
         cls, *, root: str | None, storage_options: dict[str, Any] | None = None
     ) -> NamespaceRegistry:
         registry = cls(root=root, storage_options=storage_options)
-        store = registry._store()
-        if store is not None:
-            try:
-                saved = json.loads(store.read(NAMESPACES_FILE))
-            except FileNotFoundError:
-                saved = {}
+        saved = read_document(registry._store(), NAMESPACES_FILE)
+        if saved is not None:
             registry.catalogs = dict(saved.get("catalogs", {}))
             registry.schemas = dict(saved.get("schemas", {}))
             registry.tables = dict(saved.get("tables", {}))
@@ -67,23 +63,16 @@ class NamespaceRegistry:
         return registry
 
     def _store(self) -> LogStore | None:
-        if self.root is None:
-            return None
-        store = log_store_for(self.root, self.storage_options)
-        store.log_dir = store.table_root
-        return store
+        return root_store(self.root, self.storage_options)
 
     def save(self) -> None:
-        store = self._store()
-        if store is None:
-            return
         body = {
             "catalogs": self.catalogs,
             "schemas": self.schemas,
             "tables": self.tables,
             "staging": self.staging,
         }
-        store.write(NAMESPACES_FILE, json.dumps(body, sort_keys=True).encode("utf-8"))
+        write_document(self._store(), NAMESPACES_FILE, body)
 
     # --- queries -----------------------------------------------------------------
 
