@@ -400,6 +400,18 @@ class CatalogActor(UnityCatalogMethods):
                     coordinator.forget_staged(staged, reply.version)
             return reply
 
+    def _require_publish_capacity(self, table_id: str, name: str) -> None:
+        """Refuse a new commit while ``max_unpublished`` ratified commits of the
+        table wait for the publisher."""
+        backlog = self._publisher.backlog(table_id)
+        if backlog >= self._settings.max_unpublished:
+            raise PublishBacklogError(
+                f"{backlog} ratified commits of {name!r} are not yet published "
+                f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
+                setting="max_unpublished",
+                backlog=backlog,
+            )
+
     def _commit_locked(
         self, name: str, token: str | None, request: CommitRequest
     ) -> tuple[ManagedTableCoordinator, CommitReply]:
@@ -409,14 +421,7 @@ class CatalogActor(UnityCatalogMethods):
         if coordinator.find_committed(request.txn_id) is not None:
             self._auth.require(principal, name, [Privilege.READ])
             return coordinator, coordinator.commit_proposal(request, ())
-        backlog = self._publisher.backlog(coordinator.table_id)
-        if backlog >= self._settings.max_unpublished:
-            raise PublishBacklogError(
-                f"{backlog} ratified commits of {name!r} are not yet published "
-                f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
-                setting="max_unpublished",
-                backlog=backlog,
-            )
+        self._require_publish_capacity(coordinator.table_id, name)
         actions = coordinator.proposed_actions(request)
         self._auth.require(principal, name, required_privileges(actions))
         proposal = coordinator.commit_proposal(

@@ -44,7 +44,6 @@ from raydelta.protocol.errors import (
     DeltaConcurrentModificationException,
     FileAlreadyExistsError,
     InvalidArgumentError,
-    PublishBacklogError,
     TableNotFoundError,
 )
 from raydelta.protocol.file_names import (
@@ -108,6 +107,8 @@ class UnityCommitMethods:
         def _who(self, token: str | None) -> str: ...
 
         def _table_info(self, full_name: str, entry: TableEntry) -> dict[str, Any]: ...
+
+        def _require_publish_capacity(self, table_id: str, name: str) -> None: ...
 
     _uc_names: dict[str, str] | None = None
     """Table id -> name, remembered (checked against the store on every use)."""
@@ -351,14 +352,7 @@ class UnityCommitMethods:
                 f"commit version {version} of {entry.name!r} skips versions: the next "
                 f"one is {latest + 1}"
             )
-        backlog = self._publisher.backlog(coordinator.table_id)
-        if backlog >= self._settings.max_unpublished:
-            raise PublishBacklogError(
-                f"{backlog} ratified commits of {entry.name!r} are not yet published "
-                f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
-                setting="max_unpublished",
-                backlog=backlog,
-            )
+        self._require_publish_capacity(coordinator.table_id, entry.name)
         won = coordinator.find_committed(txn_id)
         if won is not None:
             raise CommitVersionConflictError(
