@@ -27,6 +27,7 @@ import pytest
 import ray
 
 import raydelta
+from tests.spark_delta.create_races import race
 from tests.spark_delta.delta_spark_view import commits_by_txn_id, spark_history
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -93,29 +94,6 @@ def test_concurrent_local_commits_of_both_engines_are_each_in_the_log_once(
 ROUNDS = 60
 
 
-def _race(first: Any, second: Any) -> list[tuple[bool, bool]]:
-    """Run ``first(round)`` and ``second(round)`` at once, ROUNDS times;
-    each returns whether its create was acknowledged."""
-    barrier = threading.Barrier(2)
-    results: list[list[bool]] = [[], []]
-
-    def run(index: int, create: Any) -> None:
-        for round_ in range(ROUNDS):
-            barrier.wait()
-            try:
-                create(round_)
-                results[index].append(True)
-            except Exception:
-                results[index].append(False)
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate((first, second))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    return list(zip(results[0], results[1], strict=True))
-
-
 def test_measure_create_races_of_each_log_store(delta: Any, tmp_path: Path) -> None:
     """The commit primitive alone, name by name: two creators of one log file
     name at the same instant. raydelta's store: exactly one wins, always
@@ -162,7 +140,7 @@ def test_measure_create_races_of_each_log_store(delta: Any, tmp_path: Path) -> N
     ):
         root = tmp_path / name.replace("/", "-")
         (root / "_delta_log").mkdir(parents=True)
-        outcomes = _race(make_first(root, "first"), make_second(root, "second"))
+        outcomes = race(make_first(root, "first"), make_second(root, "second"), ROUNDS)
         both = sum(1 for a, b in outcomes if a and b)
         neither = sum(1 for a, b in outcomes if not a and not b)
         survivors = [

@@ -47,6 +47,7 @@ from raydelta.storage.history import load_history
 from raydelta.storage.log_store import log_store_for
 from tests.s3.conftest import kill_actors_of
 from tests.s3_server import ACCESS_KEY, REGION, SECRET_KEY
+from tests.spark_delta.create_races import race
 from tests.spark_delta.delta_spark_view import (
     arrow_rows,
     assert_same_at_versions,
@@ -119,28 +120,6 @@ def test_each_engine_reads_what_the_other_wrote_on_s3(delta: Any, s3_table: S3Ta
 ROUNDS = 40
 
 
-def _race(first: Any, second: Any, rounds: int) -> list[tuple[bool, bool]]:
-    """``first(r)`` and ``second(r)`` at once for each round; whether each was acknowledged."""
-    barrier = threading.Barrier(2)
-    results: list[list[bool]] = [[], []]
-
-    def run(index: int, create: Any) -> None:
-        for round_ in range(rounds):
-            barrier.wait()
-            try:
-                create(round_)
-                results[index].append(True)
-            except Exception:
-                results[index].append(False)
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate((first, second))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    return list(zip(results[0], results[1], strict=True))
-
-
 def _name(round_: int) -> str:
     return f"{round_:020d}.json"
 
@@ -192,7 +171,7 @@ def test_measure_s3_create_races(delta: Any, s3_server: Any) -> None:
                 continue
             bucket = s3_server.new_bucket("race")  # S3A's FileSystem is cached per bucket
             uri = f"s3a://{bucket}/table"
-            outcomes = _race(make_first(uri, "first"), make_second(uri, "second"), ROUNDS)
+            outcomes = race(make_first(uri, "first"), make_second(uri, "second"), ROUNDS)
             survivors = [
                 fs.cat(f"{bucket}/table/_delta_log/{_name(r)}").decode().strip()
                 for r in range(ROUNDS)
