@@ -70,6 +70,38 @@ def drop_expired_tombstones(removes: pa.Table, cutoff_ms: int) -> pa.Table:
     return removes.filter(keep)
 
 
+def _surviving(
+    table: pa.Table,
+    *,
+    exclude_keys: pa.Array,
+    hash_name: str,
+    cutoff_ms: int | None,
+    table_root: str | None,
+) -> tuple[pa.Table, pa.Array, pa.Array | None]:
+    """Every row (unfiltered) with its fingerprint, the 64-bit shard hash of
+    every row, and the positions of the rows that survive (None: all do).
+
+    Rows are not filtered here: the caller copies the survivors once, in
+    the order it needs (a filter and then a take would copy them twice).
+    """
+    if table.num_rows == 0:
+        empty = table.append_column(FINGERPRINT_COLUMN, pa.array([], type=pa.uint32()))
+        return empty, pa.array([], type=pa.uint64()), None
+    keys = key_strings(table, table_root)
+    drop: pa.Array | None = None
+    if len(exclude_keys):
+        drop = pc.is_in(keys, value_set=exclude_keys.cast(pa.string()))
+    if cutoff_ms is not None:
+        stamps = pc.fill_null(table.column("deletionTimestamp"), 0)
+        expired = pc.less(stamps, pa.scalar(cutoff_ms, pa.int64()))
+        drop = expired if drop is None else pc.or_(drop, expired)
+    hashes = shard_hash(keys, hash_name)
+    rows = table.append_column(FINGERPRINT_COLUMN, fingerprints_of_hashes(hashes))
+    if drop is None or not pc.any(drop).as_py():
+        return rows, hashes, None
+    return rows, hashes, pc.indices_nonzero(pc.invert(drop))
+
+
 def _shard_ids(
     table: pa.Table,
     num_shards: int,
@@ -120,18 +152,25 @@ def _split(
 SHARD_OFFSETS_KEY = b"raydelta.shardOffsets"
 
 
-def _group_split(table: pa.Table, shards: pa.Array, bounds: Sequence[int]) -> list[pa.Table]:
+def _group_split(
+    table: pa.Table, shards: pa.Array, bounds: Sequence[int], positions: pa.Array | None = None
+) -> list[pa.Table]:
     """Rows sorted by shard, cut into groups of consecutive shards.
 
-    Group ``g`` holds shards ``bounds[g] .. bounds[g+1]-1``; its schema
-    metadata records where each shard's rows start (:func:`shard_slice`).
-    Each group owns compact buffers (see :func:`split_by_shard_ids`).
+    Only the rows at ``positions`` are kept (all when None; ``shards`` has
+    one id per kept row). Group ``g`` holds shards ``bounds[g] ..
+    bounds[g+1]-1``; its schema metadata records where each shard's rows
+    start (:func:`shard_slice`). Each group owns compact buffers (see
+    :func:`split_by_shard_ids`): one ``take`` per group, the only copy of
+    the rows.
     """
     num_groups = len(bounds) - 1
-    if table.num_rows == 0:
-        empty = table.replace_schema_metadata({SHARD_OFFSETS_KEY: b"{}"})
+    if len(shards) == 0:
+        empty = table.slice(0, 0).replace_schema_metadata({SHARD_OFFSETS_KEY: b"{}"})
         return [empty] * num_groups
     order = pc.array_sort_indices(shards)
+    if positions is not None:
+        order = positions.take(order)
     tally = pc.value_counts(shards)
     sizes = dict(
         zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist(), strict=True)
@@ -186,24 +225,21 @@ def partition_rows_grouped(
     rows out of its node's group (:func:`shard_slice`) without copying.
     """
     bounds = group_bounds(num_shards, num_groups)
-    add_rows, add_shards = _shard_ids(
-        adds,
-        num_shards,
-        exclude_keys=exclude_keys,
-        hash_name=hash_name,
-        cutoff_ms=None,
-        table_root=table_root,
-    )
-    remove_rows, remove_shards = _shard_ids(
-        removes,
-        num_shards,
-        exclude_keys=exclude_keys,
-        hash_name=hash_name,
-        cutoff_ms=tombstone_cutoff_ms,
-        table_root=table_root,
-    )
-    add_groups = _group_split(add_rows, add_shards, bounds)
-    remove_groups = _group_split(remove_rows, remove_shards, bounds)
+    modulus = pa.scalar(num_shards, pa.uint64())
+    parts = []
+    for table, cutoff in ((adds, None), (removes, tombstone_cutoff_ms)):
+        rows, hashes, positions = _surviving(
+            table,
+            exclude_keys=exclude_keys,
+            hash_name=hash_name,
+            cutoff_ms=cutoff,
+            table_root=table_root,
+        )
+        if positions is not None:
+            hashes = hashes.take(positions)
+        shards = pc.modulo(hashes, modulus).cast(pa.int32())
+        parts.append(_group_split(rows, shards, bounds, positions))
+    add_groups, remove_groups = parts
     return list(zip(add_groups, remove_groups, strict=True))
 
 
