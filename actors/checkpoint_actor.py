@@ -19,13 +19,16 @@ How a checkpoint of version ``v`` is built (:class:`CheckpointRunner`):
   (never multi-part), streamed by one task row group by row group.
 - Tables with ``v2Checkpoint`` get a UUID-named V2 checkpoint whose file
   actions are in sidecars, ``target_actions_per_sidecar`` (50,000) per
-  sidecar, hash-sharded by logical-file key. **Each sidecar is written by
-  its own Ray task.** A shard task reads only its hash partition: the
-  previous checkpoint's sidecar of that shard when the previous checkpoint
-  was sharded the same way, else the rows that map tasks (one per row group
-  range of the previous checkpoint) routed to it; plus the committed actions
-  of its shard. A map task returns one object per node (its rows for the
-  shards that node's tasks write, sorted by shard), so shard tasks slice
+  sidecar, hash-sharded by logical-file key. **Each sidecar is written by its
+  own Ray task** once the table has ``fan_out_min_actions`` (1.5M) file
+  actions; smaller tables' sidecars are all built by one task on a few threads
+  (:mod:`raydelta.actors.checkpoint_one_task`: fanning out costs more than it
+  saves there), from the same jobs. A shard task reads only its hash
+  partition: the previous checkpoint's sidecar of that shard when the previous
+  checkpoint was sharded the same way, else the rows that map tasks (one per
+  row group range of the previous checkpoint) routed to it; plus the committed
+  actions of its shard. A map task returns one object per node (its rows for
+  the shards that node's tasks write, sorted by shard), so shard tasks slice
   their rows out of objects already on their node without copying.
 - Incremental checkpoints (previous one sharded the same way): a shard is
   rewritten only if a committed action touches a key its sidecar holds,
@@ -63,6 +66,7 @@ from typing import Any
 
 import ray
 
+from raydelta.actors.checkpoint_one_task import DEFAULT_FAN_OUT_MIN_ACTIONS
 from raydelta.actors.checkpoint_results import (
     CheckpointKind,
     CheckpointSummary,
@@ -127,10 +131,12 @@ class CheckpointActor:
         table_uri: str,
         storage_options: dict[str, Any] | None = None,
         target_actions_per_sidecar: int = DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
+        fan_out_min_actions: int = DEFAULT_FAN_OUT_MIN_ACTIONS,
     ) -> None:
         self._uri = table_uri
         self._storage_options = storage_options
         self._target = target_actions_per_sidecar
+        self._fan_out_min = fan_out_min_actions
         self._run_lock = threading.Lock()
         self._progress: Progress | None = None
         self._last: CheckpointSummary | None = None
@@ -161,12 +167,13 @@ class CheckpointActor:
         top_level: TopLevel = "json",
         target_actions_per_sidecar: int | None = None,
         max_overflow_actions: int | None = None,
+        fan_out_min_actions: int | None = None,
         trigger: Trigger = "demand",
     ) -> CheckpointSummary:
         """Checkpoint ``version`` (the newest published commit when None) now.
 
-        ``target_actions_per_sidecar`` / ``max_overflow_actions`` override the
-        actor's settings for this checkpoint.
+        ``target_actions_per_sidecar`` / ``max_overflow_actions`` /
+        ``fan_out_min_actions`` override the actor's settings for this checkpoint.
         """
         with self._run_lock:
             return self._run(
@@ -176,6 +183,7 @@ class CheckpointActor:
                 trigger=trigger,
                 target=target_actions_per_sidecar,
                 max_overflow=max_overflow_actions,
+                fan_out_min=fan_out_min_actions,
             )
 
     def progress(self) -> Progress | None:
@@ -201,12 +209,14 @@ class CheckpointActor:
         trigger: Trigger,
         target: int | None = None,
         max_overflow: int | None = None,
+        fan_out_min: int | None = None,
     ) -> CheckpointSummary:
         runner = CheckpointRunner(
             self._uri,
             self._storage_options,
             target_actions_per_sidecar=target or self._target,
             max_overflow_actions=max_overflow,
+            fan_out_min_actions=self._fan_out_min if fan_out_min is None else fan_out_min,
             on_progress=self._on_progress,
             metrics=self._metrics,
         )
@@ -290,9 +300,14 @@ def checkpoint_actor(
     *,
     storage_options: dict[str, Any] | None = None,
     target_actions_per_sidecar: int = DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
+    fan_out_min_actions: int = DEFAULT_FAN_OUT_MIN_ACTIONS,
     runtime_env: dict[str, Any] | None = None,
 ) -> Any:
-    """The table's ``CheckpointActor`` (created if none runs; ``table_uri`` normalized)."""
+    """The table's ``CheckpointActor`` (created if none runs; ``table_uri`` normalized).
+
+    ``fan_out_min_actions``: V2 checkpoints of tables with fewer file actions
+    are built by one task, larger ones by map and shard tasks (0: always fan
+    out)."""
     uri = normalize_uri(table_uri)
     options: dict[str, Any] = {"max_concurrency": MAX_CONCURRENCY}
     if runtime_env is not None:
@@ -303,6 +318,7 @@ def checkpoint_actor(
         uri,
         storage_options,
         target_actions_per_sidecar,
+        fan_out_min_actions,
         options=options,
     )
 
@@ -311,6 +327,7 @@ def ensure_checkpointer(
     table: Any,
     *,
     target_actions_per_sidecar: int = DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
+    fan_out_min_actions: int = DEFAULT_FAN_OUT_MIN_ACTIONS,
     runtime_env: dict[str, Any] | None = None,
 ) -> Any:
     """Start (or find) ``table``'s ``CheckpointActor`` and subscribe it to its commits.
@@ -321,6 +338,7 @@ def ensure_checkpointer(
         table.uri,
         storage_options=table.storage_options,
         target_actions_per_sidecar=target_actions_per_sidecar,
+        fan_out_min_actions=fan_out_min_actions,
         runtime_env=runtime_env,
     )
     ray.get(handle.ping.remote())

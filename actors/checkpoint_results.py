@@ -72,6 +72,9 @@ class CheckpointSummary(_Model):
     """Touched shards whose previous sidecar's key index was consulted."""
     overflow_actions: int = Field(default=0, alias="overflowActions")
     """Actions in the overflow sidecar (committed actions of shards not rebuilt)."""
+    execution: Literal["fan_out", "one_task"] = "fan_out"
+    """V2: sidecars written by map and shard tasks, or all by one task (small
+    tables; :mod:`raydelta.actors.checkpoint_one_task`)."""
     num_adds: int = Field(alias="numAdds")
     num_actions: int = Field(alias="numActions")
     """Rows of the checkpoint, sidecars included (``_last_checkpoint.size``)."""

@@ -15,6 +15,10 @@ Invariants:
   task fails the checkpoint (:class:`CheckpointWriteError`) before anything
   is published.
 - Tombstones older than ``delta.deletedFileRetentionDuration`` are dropped.
+- Fan-out or one task: a V2 checkpoint of a table with fewer than
+  ``fan_out_min_actions`` file actions (estimated) builds its sidecars in
+  one task (:mod:`raydelta.actors.checkpoint_one_task`), a larger one in map
+  and shard tasks; both build the same sidecars from the same jobs.
 - Progress and metrics are best effort: a failing callback or metrics
   exporter never fails the checkpoint.
 """
@@ -30,6 +34,12 @@ from typing import Any, Literal
 import pyarrow as pa
 import ray
 
+from raydelta.actors.checkpoint_one_task import (
+    DEFAULT_FAN_OUT_MIN_ACTIONS,
+    ONE_TASK_THREADS,
+    OneTaskWork,
+    write_in_one_task,
+)
 from raydelta.actors.checkpoint_results import (
     CheckpointKind,
     CheckpointSummary,
@@ -47,6 +57,7 @@ from raydelta.actors.checkpoint_tasks import (
     concat_rows,
     cpu_nodes,
     map_piece,
+    max_node_cpus,
     node_strategy,
     write_overflow,
     write_shard,
@@ -54,7 +65,7 @@ from raydelta.actors.checkpoint_tasks import (
 )
 from raydelta.actors.faults import crash_point
 from raydelta.actors.process_memory import peak_rss_mb
-from raydelta.protocol.actions import Sidecar
+from raydelta.protocol.actions import Metadata, Protocol, Sidecar
 from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
     choose_num_shards,
@@ -71,6 +82,7 @@ from raydelta.storage.checkpoint_incremental import AlignedSidecars, plan_aligne
 from raydelta.storage.checkpoint_shards import group_bounds, split_delta
 from raydelta.storage.checkpoint_sources import (
     LogDelta,
+    SourcePiece,
     checkpoint_pieces,
     estimated_file_actions,
     read_log_delta,
@@ -128,10 +140,12 @@ class CheckpointRunner:
         *,
         target_actions_per_sidecar: int = DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
         max_overflow_actions: int | None = None,
+        fan_out_min_actions: int = DEFAULT_FAN_OUT_MIN_ACTIONS,
         on_progress: ProgressCallback | None = None,
         metrics: CheckpointMetrics | None = None,
     ) -> None:
         self.table_uri = table_uri
+        self.fan_out_min_actions = fan_out_min_actions
         self.storage_options = storage_options
         self.target_actions_per_sidecar = target_actions_per_sidecar
         self.max_overflow_actions = (
@@ -265,9 +279,10 @@ class CheckpointRunner:
         # every key of this checkpoint is relative to the table root (shards, exclusion, index)
         root = delta.head.table_root
         delta_parts = split_delta(delta.adds, delta.removes, num_shards, table_root=root)
-        args = (self.table_uri, self.storage_options)
-        refs: dict[Any, int] = {}
-        map_reports: list[Any] = []
+        jobs: list[ShardJob] = []
+        overflow_job: OverflowJob | None = None
+        pieces: list[SourcePiece] = []
+        exclude = pa.array([], type=pa.string())
         reused: dict[int, Sidecar] = {}
         source: Literal["none", "sidecars", "shuffle", "stream"] = "none"
         checked = 0
@@ -282,7 +297,6 @@ class CheckpointRunner:
                 max_overflow_actions=self.max_overflow_actions,
             )
             checked = plan.checked_shards
-            planned = time.perf_counter()
             reused = dict(plan.reuse)
             if plan.overflow == "reuse" and aligned.overflow is not None:
                 reused[OVERFLOW_SHARD] = aligned.overflow
@@ -298,19 +312,17 @@ class CheckpointRunner:
                         continue
                 else:
                     source = "sidecars"
-                job = ShardJob(
-                    shard,
-                    num_shards,
-                    None if previous_sidecar is None else sidecar_path(store, previous_sidecar),
-                    from_overflow,
-                    shard_adds,
-                    shard_removes,
-                    root,
+                jobs.append(
+                    ShardJob(
+                        shard,
+                        num_shards,
+                        None if previous_sidecar is None else sidecar_path(store, previous_sidecar),
+                        from_overflow,
+                        shard_adds,
+                        shard_removes,
+                        root,
+                    )
                 )
-                ref = write_shard.options(scheduling_strategy="SPREAD").remote(
-                    *args, job, protocol, metadata, now_ms, cutoff
-                )
-                refs[ref] = shard
             if plan.overflow == "rewrite":
                 stays = [delta_parts[s] for s in sorted(plan.overflow_shards)]
                 overflow_job = OverflowJob(
@@ -322,42 +334,23 @@ class CheckpointRunner:
                     delta.touched_key_strings(),
                     root,
                 )
-                ref = write_overflow.remote(*args, overflow_job, protocol, metadata, now_ms, cutoff)
-                refs[ref] = OVERFLOW_SHARD
         else:
             assert previous is not None
             source = "shuffle"
-            planned = time.perf_counter()
             pieces = checkpoint_pieces(store, previous)
             exclude = delta.touched_key_strings()
-            nodes = cpu_nodes()
-            bounds = group_bounds(num_shards, len(nodes))
-            num_groups = len(bounds) - 1
-            outputs: list[list[Any]] = [
-                map_piece.options(num_returns=num_groups + 1).remote(  # type: ignore[misc]
-                    *args, piece, num_shards, num_groups, exclude, cutoff, root
-                )
-                for piece in pieces
+            jobs = [
+                ShardJob(shard, num_shards, None, None, *delta_parts[shard], root)
+                for shard in range(num_shards)
             ]
-            map_reports = [out[-1] for out in outputs]
-            for group in range(num_groups):
-                strategy = node_strategy(nodes[group]) if num_groups > 1 else "DEFAULT"
-                for shard in range(bounds[group], bounds[group + 1]):
-                    shard_adds, shard_removes = delta_parts[shard]
-                    job = ShardJob(shard, num_shards, None, None, shard_adds, shard_removes, root)
-                    ref = write_shard.options(scheduling_strategy=strategy).remote(
-                        *args,
-                        job,
-                        protocol,
-                        metadata,
-                        now_ms,
-                        cutoff,
-                        *(out[group] for out in outputs),
-                    )
-                    refs[ref] = shard
-            del outputs
-        written, reports = self._collect(delta.version, refs, len(reused))
-        reports.extend(ray.get(map_reports))
+        planned = time.perf_counter()
+        one_task = estimate < self.fan_out_min_actions
+        work = (jobs, overflow_job, pieces, exclude, root)
+        args = (protocol, metadata, now_ms, cutoff)
+        if one_task:
+            written, reports = self._in_one_task(delta.version, work, args, num_shards, reused)
+        else:
+            written, reports = self._fanned_out(delta.version, work, args, num_shards, reused)
         sidecars_at = time.perf_counter()
         crash_point("after_sidecars")
         by_shard = dict(reused)
@@ -415,19 +408,108 @@ class CheckpointRunner:
             actorPeakRssMb=peak_rss_mb(),
             phases=phases,
             tasks=reports,
+            execution="one_task" if one_task else "fan_out",
         )
         self._progress(
             Progress(
                 version=delta.version,
                 phase="done",
-                shardsTotal=len(refs) + len(reused),
-                shardsDone=len(refs) + len(reused),
+                shardsTotal=len(written) + len(reused),
+                shardsDone=len(written) + len(reused),
                 shardsReused=len(reused),
                 bytesWritten=bytes_written,
                 seconds=summary.seconds,
             )
         )
         return summary
+
+    def _fanned_out(
+        self,
+        version: int,
+        work: tuple[list[ShardJob], OverflowJob | None, list[SourcePiece], pa.Array, str | None],
+        args: tuple[Protocol, Metadata, int, int],
+        num_shards: int,
+        reused: dict[int, Sidecar],
+    ) -> tuple[list[ShardResult], list[TaskReport]]:
+        """Map tasks (if there are ``pieces``), one task per shard job, one for the overflow."""
+        jobs, overflow_job, pieces, exclude, root = work
+        where = (self.table_uri, self.storage_options)
+        refs: dict[Any, int] = {}
+        map_reports: list[Any] = []
+        if not pieces:
+            for job in jobs:
+                ref = write_shard.options(scheduling_strategy="SPREAD").remote(*where, job, *args)
+                refs[ref] = job.shard
+        else:
+            nodes = cpu_nodes()
+            bounds = group_bounds(num_shards, len(nodes))
+            num_groups = len(bounds) - 1
+            outputs: list[list[Any]] = [
+                map_piece.options(num_returns=num_groups + 1).remote(  # type: ignore[misc]
+                    *where, piece, num_shards, num_groups, exclude, args[3], root
+                )
+                for piece in pieces
+            ]
+            map_reports = [out[-1] for out in outputs]
+            by_shard = {job.shard: job for job in jobs}
+            for group in range(num_groups):
+                strategy = node_strategy(nodes[group]) if num_groups > 1 else "DEFAULT"
+                for shard in range(bounds[group], bounds[group + 1]):
+                    ref = write_shard.options(scheduling_strategy=strategy).remote(
+                        *where, by_shard[shard], *args, *(out[group] for out in outputs)
+                    )
+                    refs[ref] = shard
+            del outputs
+        if overflow_job is not None:
+            protocol, metadata, now_ms, cutoff = args
+            ref = write_overflow.remote(*where, overflow_job, protocol, metadata, now_ms, cutoff)
+            refs[ref] = OVERFLOW_SHARD
+        written, reports = self._collect(version, refs, len(reused))
+        reports.extend(ray.get(map_reports))
+        return written, reports
+
+    def _in_one_task(
+        self,
+        version: int,
+        work: tuple[list[ShardJob], OverflowJob | None, list[SourcePiece], pa.Array, str | None],
+        args: tuple[Protocol, Metadata, int, int],
+        num_shards: int,
+        reused: dict[int, Sidecar],
+    ) -> tuple[list[ShardResult], list[TaskReport]]:
+        """Every step in one task (:mod:`raydelta.actors.checkpoint_one_task`)."""
+        jobs, overflow_job, pieces, exclude, root = work
+        if not jobs and overflow_job is None:
+            return [], []
+        threads = min(ONE_TASK_THREADS, max_node_cpus())
+        one = OneTaskWork(
+            tuple(pieces), num_shards, exclude, root, tuple(jobs), overflow_job, threads
+        )
+        total = len(jobs) + (overflow_job is not None) + len(reused)
+        self._progress(
+            Progress(
+                version=version,
+                phase="sidecars",
+                shardsTotal=total,
+                shardsDone=len(reused),
+                shardsReused=len(reused),
+            )
+        )
+        ref = write_in_one_task.options(num_cpus=threads).remote(
+            self.table_uri, self.storage_options, one, *args
+        )
+        try:
+            written, map_reports = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            raise CheckpointWriteError(
+                f"the task writing the v{version} checkpoint's sidecars failed: {exc}"
+            ) from exc
+        if self.metrics is not None:
+            for result in written:
+                size = result.sidecar.size_in_bytes if result.sidecar is not None else 0
+                self.metrics.shard_done(self.table_uri, size)
+            for _ in range(len(reused)):
+                self.metrics.shard_done(self.table_uri, 0)
+        return written, [r.report for r in written] + map_reports
 
     def _fingerprints(
         self,

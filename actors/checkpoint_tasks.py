@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -60,7 +61,7 @@ from raydelta.storage.checkpoint_sources import (
     write_v1_streaming,
 )
 from raydelta.storage.checkpoint_writer import write_shard_sidecar, write_sidecar
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.log_store import LogStore, log_store_for
 
 SHARD_TASK_FAULT = "shard_task"
 """Crash point inside a shard task, after its sidecar is written (test hook)."""
@@ -137,22 +138,19 @@ def task_report(
     )
 
 
-@ray.remote(num_cpus=1)
-def map_piece(
-    table_uri: str,
-    storage_options: dict[str, Any] | None,
+def map_rows(
+    store: LogStore,
     piece: SourcePiece,
     num_shards: int,
     num_groups: int,
     exclude_keys: pa.Array,
     tombstone_cutoff_ms: int,
     table_root: str | None,
-) -> tuple[Any, ...]:
-    """Read one piece of the previous checkpoint; its rows (keyed relative to
-    ``table_root``) in ``num_groups`` groups of consecutive shards (one object
-    per group), then a report."""
+) -> tuple[list[tuple[pa.Table, pa.Table]], TaskReport]:
+    """One piece of the previous checkpoint read and cut: its surviving rows
+    (keyed relative to ``table_root``) in ``num_groups`` groups of
+    consecutive shards, and a report (what a map task does)."""
     start = time.perf_counter()
-    store = log_store_for(table_uri, storage_options)
     adds, removes = read_file_actions(store, piece)
     rows = adds.num_rows + removes.num_rows
     groups = partition_rows_grouped(
@@ -166,25 +164,46 @@ def map_piece(
     )
     del adds, removes
     crash_point(MAP_TASK_FAULT)
-    slim = [slim_rows(a, r) for a, r in groups]
-    output = sum(a.nbytes + r.nbytes for a, r in slim)
-    return (*slim, task_report("map", start, rows, output))
+    output = sum(a.nbytes + r.nbytes for a, r in groups)
+    return groups, task_report("map", start, rows, output)
 
 
 @ray.remote(num_cpus=1)
-def write_shard(
+def map_piece(
     table_uri: str,
     storage_options: dict[str, Any] | None,
+    piece: SourcePiece,
+    num_shards: int,
+    num_groups: int,
+    exclude_keys: pa.Array,
+    tombstone_cutoff_ms: int,
+    table_root: str | None,
+) -> tuple[Any, ...]:
+    """:func:`map_rows` as a map task: one object per group (slimmed for
+    shipping), then the report."""
+    store = log_store_for(table_uri, storage_options)
+    groups, report = map_rows(
+        store, piece, num_shards, num_groups, exclude_keys, tombstone_cutoff_ms, table_root
+    )
+    return (*[slim_rows(a, r) for a, r in groups], report)
+
+
+def build_shard(
+    store: LogStore,
     job: ShardJob,
     protocol: Protocol,
     metadata: Metadata,
     now_ms: int,
     tombstone_cutoff_ms: int,
-    *mapped: tuple[pa.Table, pa.Table],
+    mapped: Sequence[tuple[pa.Table, pa.Table]] = (),
 ) -> ShardResult:
-    """Merge and write one shard's sidecar (the unit of parallel work)."""
+    """Merge and write one shard's sidecar (what a shard task does).
+
+    ``mapped``: groups made by :func:`map_rows` (slimmed or not) holding the
+    shard's previous rows; without them the rows come from the job's
+    previous sidecar and overflow sidecar.
+    """
     start = time.perf_counter()
-    store = log_store_for(table_uri, storage_options)
     layout = CheckpointLayout.for_table(TableConfiguration(protocol, metadata))
     if mapped:
         base = [full_rows(shard_slice(a, job.shard), shard_slice(r, job.shard)) for a, r in mapped]
@@ -229,9 +248,23 @@ def write_shard(
 
 
 @ray.remote(num_cpus=1)
-def write_overflow(
+def write_shard(
     table_uri: str,
     storage_options: dict[str, Any] | None,
+    job: ShardJob,
+    protocol: Protocol,
+    metadata: Metadata,
+    now_ms: int,
+    tombstone_cutoff_ms: int,
+    *mapped: tuple[pa.Table, pa.Table],
+) -> ShardResult:
+    """:func:`build_shard` as a shard task (the unit of parallel work)."""
+    store = log_store_for(table_uri, storage_options)
+    return build_shard(store, job, protocol, metadata, now_ms, tombstone_cutoff_ms, mapped)
+
+
+def build_overflow(
+    store: LogStore,
     job: OverflowJob,
     protocol: Protocol,
     metadata: Metadata,
@@ -241,7 +274,6 @@ def write_overflow(
     """Write the overflow sidecar
     (see :class:`raydelta.storage.checkpoint_incremental.AlignedPlan`)."""
     start = time.perf_counter()
-    store = log_store_for(table_uri, storage_options)
     layout = CheckpointLayout.for_table(TableConfiguration(protocol, metadata))
     base: list[tuple[pa.Table, pa.Table]] = []
     if job.previous_overflow is not None:
@@ -291,6 +323,21 @@ def write_overflow(
 
 
 @ray.remote(num_cpus=1)
+def write_overflow(
+    table_uri: str,
+    storage_options: dict[str, Any] | None,
+    job: OverflowJob,
+    protocol: Protocol,
+    metadata: Metadata,
+    now_ms: int,
+    tombstone_cutoff_ms: int,
+) -> ShardResult:
+    """:func:`build_overflow` as a task."""
+    store = log_store_for(table_uri, storage_options)
+    return build_overflow(store, job, protocol, metadata, now_ms, tombstone_cutoff_ms)
+
+
+@ray.remote(num_cpus=1)
 def write_v1(
     table_uri: str,
     storage_options: dict[str, Any] | None,
@@ -315,6 +362,19 @@ def cpu_nodes() -> list[str]:
     except Exception:  # no cluster view: one group
         return [""]
     return nodes or [""]
+
+
+def max_node_cpus() -> int:
+    """The most CPUs one alive node has (1 when the cluster cannot be seen)."""
+    try:
+        counts = [
+            int(float(n.get("Resources", {}).get("CPU", 0)))
+            for n in ray.nodes()  # type: ignore[no-untyped-call]
+            if n.get("Alive")
+        ]
+    except Exception:  # no cluster view
+        return 1
+    return max([1, *counts])
 
 
 def node_strategy(node_id: str) -> Any:

@@ -339,7 +339,9 @@ def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
         options={"max_concurrency": MAX_CONCURRENCY, "resources": {TABLE_HOST: 0.01}},
     )
     node_id = ray.get(handle.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()))
-    ref = handle.checkpoint.remote(kind="v2", target_actions_per_sidecar=1_500)
+    # fanned out (map and shard tasks on every node), whatever the table's size
+    fan_out = {"target_actions_per_sidecar": 1_500, "fan_out_min_actions": 0}
+    ref = handle.checkpoint.remote(kind="v2", **fan_out)
     shards_done_at_removal = None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -354,7 +356,7 @@ def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
         first["summary"] = ray.get(ref, timeout=600).to_json_dict()
     except Exception as exc:
         first["error"] = f"{type(exc).__name__}: {exc}"
-    second = ray.get(handle.checkpoint.remote(kind="v2", target_actions_per_sidecar=1_500))
+    second = ray.get(handle.checkpoint.remote(kind="v2", **fan_out))
     new_node = ray.get(
         handle.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
     )
