@@ -456,7 +456,7 @@ def vacuum_table_child(num_files: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.huge_table_series import run_series
+    from benchmarks.huge_table_series import STEPS, run_series
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100k,1m,3m,10m")
@@ -464,6 +464,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per step at <= 1M files")
     parser.add_argument("--commits", type=int, default=20, help="timed commits per size")
     parser.add_argument("--workdir", default=None, help="copies of the tables go here")
+    parser.add_argument(
+        "--steps",
+        default=",".join(STEPS),
+        help=f"steps to measure (of {','.join(STEPS)}); with --merge the others keep"
+        " their recorded rows",
+    )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--merge",
@@ -504,8 +510,13 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.common import RESULTS_DIR
 
         previous = json.loads((RESULTS_DIR / f"{NAME}.json").read_text(encoding="utf-8"))
+    steps = [step for step in ns.steps.split(",") if step.strip()]
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown:
+        parser.error(f"unknown steps {unknown}; steps are {list(STEPS)}")
     result = run_series(
         sizes,
+        steps=steps,
         workers=workers,
         repeat=ns.repeat,
         commits=ns.commits,

@@ -21,7 +21,7 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import pairwise
 from pathlib import Path
@@ -408,9 +408,24 @@ def _git_state() -> dict[str, Any]:
     }
 
 
+STEPS = ("snapshot", "commit", "checkpoint", "vacuum")
+"""The series' steps; each row and check belongs to one (:func:`step_of`)."""
+
+
+def step_of(name: str) -> str:
+    """The step a row's ``step`` (or a check's first word after the size) belongs to."""
+    head = name.split("_", 1)[0].split(" ", 1)[0].rstrip(":")
+    if head in ("snapshot", "state", "scan"):
+        return "snapshot"
+    if head == "limit":
+        return "checkpoint"
+    return head
+
+
 def run_series(
     sizes: list[int],
     *,
+    steps: Sequence[str] = STEPS,
     workers: list[int],
     repeat: int,
     commits: int,
@@ -429,13 +444,17 @@ def run_series(
     checkpoints: dict[int, dict[str, Any]] = {}
     if previous is not None:
         fresh = {size_label(n) for n in sizes}
-        series.rows = [r for r in previous["rows"] if r["size"] not in fresh]
-        series.checks = [c for c in previous["checks"] if c["what"].split(" ", 1)[0] not in fresh]
-        tables = {k: v for k, v in previous["tables"].items() if k not in fresh}
+
+        def kept(size: str, step: str) -> bool:
+            return size not in fresh or step_of(step) not in steps
+
+        series.rows = [r for r in previous["rows"] if kept(r["size"], r["step"])]
+        series.checks = [c for c in previous["checks"] if kept(*c["what"].partition(" ")[::2])]
+        tables = dict(previous["tables"])
         checkpoints = {
             int(n): run
             for n, run in previous.get("checkpoint_runs", {}).items()
-            if size_label(int(n)) not in fresh
+            if kept(size_label(int(n)), "checkpoint")
         }
     started_load = os.getloadavg()
     git = _git_state()
@@ -451,20 +470,28 @@ def run_series(
             f" {built['log_bytes'] / 1e6:,.0f} MB, built in {built.get('build_seconds', 0):.0f} s"
             f" (this call {built['seconds']:.0f} s)"
         )
-        _guarded(
-            series, f"{label} snapshot", partial(measure_snapshot_and_scan, series, n, built, runs)
-        )
-        _guarded(
-            series, f"{label} commit", partial(measure_commit, series, n, built, workdir, commits)
-        )
-        done = _guarded(
-            series,
-            f"{label} checkpoint",
-            partial(measure_checkpoint, series, n, built, workdir, workers),
-        )
-        if done is not None:
-            checkpoints[n] = done
-        _guarded(series, f"{label} vacuum", partial(measure_vacuum, series, n, built, runs))
+        if "snapshot" in steps:
+            _guarded(
+                series,
+                f"{label} snapshot",
+                partial(measure_snapshot_and_scan, series, n, built, runs),
+            )
+        if "commit" in steps:
+            _guarded(
+                series,
+                f"{label} commit",
+                partial(measure_commit, series, n, built, workdir, commits),
+            )
+        if "checkpoint" in steps:
+            done = _guarded(
+                series,
+                f"{label} checkpoint",
+                partial(measure_checkpoint, series, n, built, workdir, workers),
+            )
+            if done is not None:
+                checkpoints[n] = done
+        if "vacuum" in steps:
+            _guarded(series, f"{label} vacuum", partial(measure_vacuum, series, n, built, runs))
         result = summarise(series, tables, checkpoints, started_load)
         result["git"] = git
         if previous is not None:
