@@ -417,8 +417,9 @@ class Table(TableClient):
 
     def checkpoint(self, *, kind: CheckpointKind = "auto") -> CheckpointSummary:
         """Write a checkpoint of the latest version now: ``"v2"`` (sidecars
-        written in parallel by Ray tasks), ``"classic"`` (one V1 file), or
-        ``"auto"`` (V2 when the table has the ``v2Checkpoint`` feature)."""
+        written by Ray tasks: one task under 1.5M file actions, map and shard
+        tasks in parallel above), ``"classic"`` (one V1 file), or ``"auto"``
+        (V2 when the table has the ``v2Checkpoint`` feature)."""
         _check_choice("kind", kind, ("auto", "v2", "classic"))
         from raydelta.progress import wait_with_progress
 
