@@ -10,7 +10,8 @@ the adds and the tombstones.
 Pairs compared, each run in a fresh process (imports excluded):
 
 - lite: ours ``storage.vacuum.vacuum(uri, lite=True, dry_run=True)`` vs delta-rs
-  ``DeltaTable(uri).vacuum(dry_run=True)`` (its default mode);
+  ``DeltaTable(uri).vacuum(dry_run=True)`` (its default mode); neither dry
+  run looks at the files (as delta-spark's ``VACUUM ... LITE DRY RUN``);
 - full: ours ``vacuum(uri, dry_run=True)`` (lists the directory) vs delta-rs
   ``vacuum(dry_run=True, full=True)``.
 

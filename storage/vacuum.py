@@ -7,8 +7,8 @@ Two modes, one report (:class:`VacuumReport`):
   file that is not protected and was last modified before the cutoff
   (``now - retention``).
 - **lite** lists nothing: the candidates are the files (and deletion-vector
-  files) of the tombstones that expired before the cutoff; those that still
-  exist and are not protected are deleted.
+  files) of the tombstones that expired before the cutoff; those that are
+  not protected (and still exist, in a real run) are deleted.
 
 Protected, in both modes: every file a live ``add`` names, every file an
 unexpired tombstone names, and the deletion-vector files of both, compared
@@ -25,8 +25,13 @@ Invariants:
 - The writer protocol check runs first, always (``vacuumProtocolCheck``).
 - A retention shorter than ``delta.deletedFileRetentionDuration`` raises
   :class:`RetentionTooShortError` unless ``force``.
-- ``dry_run`` deletes nothing and returns the same list a real run would
-  delete. ``after_delete(path)`` is called after each deletion, in order.
+- ``dry_run`` deletes nothing. In full mode it returns the list a real run
+  would delete. In lite mode it does not look at the files, as delta-spark's
+  ``VACUUM ... LITE DRY RUN`` (and delta-rs' default dry run) do not: it
+  lists every unprotected expired tombstone's file, present on disk or
+  already gone (sizes as the log records them, else the file's, else 0); a
+  real run deletes, and reports, only the ones that are regular files.
+  ``after_delete(path)`` is called after each deletion, in order.
 - Deletions are batched: up to :data:`DELETE_BATCH` files at once on
   threads, batches growing from one file, each batch finished (and its
   ``after_delete`` calls made) before the next starts. Every deletion is
@@ -40,12 +45,10 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -56,26 +59,17 @@ from raydelta.protocol.cleanup_rules import (
     HOUR_MS,
     TableRoot,
     check_vacuum_retention,
-    dv_file_path,
-    is_hidden_path,
-    resolve_path,
     vacuum_cutoff_timestamp,
 )
 from raydelta.storage.log_store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot
-from raydelta.storage.vacuum_existence import (
-    CANDIDATES_SCHEMA,
-    LocalGuard,
-    fsspec_existence,
-    local_existing,
-)
+from raydelta.storage.vacuum_existence import LocalGuard, lite_candidates
 from raydelta.storage.vacuum_listing import (
-    LISTING_SCHEMA,
     DirectoryListing,
     Lister,
     list_parallel,
 )
-from raydelta.storage.vacuum_log import VacuumLogView, load_vacuum_view
+from raydelta.storage.vacuum_log import VacuumLogView, load_vacuum_view, log_paths
 
 logger = logging.getLogger(__name__)
 
@@ -83,11 +77,6 @@ Mode = Literal["full", "lite"]
 AfterDelete = Callable[[str], None]
 Progress = Callable[[str, int, int], None]
 MAX_WARNINGS_LOGGED = 20
-
-
-# Paths that need the full resolver: escapes, URIs, absolute, dot segments, empty segments.
-_NEEDS_RESOLVING = r"[%:\\]|^/|(^|/)\.\.?(/|$)|//"
-_MAYBE_HIDDEN = re.compile(r"(^|/)[_.]")
 
 
 class IgnoredPath(BaseModel):
@@ -112,7 +101,8 @@ class VacuumReport(BaseModel):
     retention_ms: int = Field(alias="retentionMs")
     cutoff_timestamp: int = Field(alias="cutoffTimestamp")
     files: list[str] = Field(default_factory=list)
-    """Root-relative paths deleted (to delete, on a dry run), sorted."""
+    """Root-relative paths deleted (to delete, on a dry run), sorted. A lite dry
+    run lists its candidates without looking at the disk (module doc)."""
     total_bytes: int = Field(default=0, alias="bytes")
     dirs: list[str] = Field(default_factory=list)
     """Directories removed because they ended up empty (to remove, on a dry run)."""
@@ -133,115 +123,6 @@ class VacuumReport(BaseModel):
         body["numFiles"] = self.num_files
         body["retentionHours"] = self.retention_hours
         return body
-
-
-# --- listing -------------------------------------------------------------------------------
-
-
-# --- what the log protects ------------------------------------------------------------------
-
-
-_CANDIDATES_SCHEMA = CANDIDATES_SCHEMA
-
-
-@dataclass
-class _LogPaths:
-    protected_paths: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
-    """Root-relative paths of live files, unexpired tombstones and their DVs."""
-    expired: pa.Table = field(default_factory=lambda: _CANDIDATES_SCHEMA.empty_table())
-    """Expired tombstones' files and DVs that may be deleted: ``path``, ``size``
-    (as the log records it; null when it does not)."""
-    ignored: dict[str, str] = field(default_factory=dict)
-    expired_unique: bool = False
-    """Whether ``expired`` holds each path once (plain paths of tombstones without
-    deletion vectors: one row per path in a reconciled state)."""
-
-    @cached_property
-    def protected(self) -> frozenset[str]:
-        return frozenset(self.protected_paths.to_pylist())
-
-
-def _split_column(paths: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array]:
-    """``(mask of plain relative paths, mask of paths needing the full resolver)``."""
-    hard = pc.fill_null(pc.match_substring_regex(paths, _NEEDS_RESOLVING), False)
-    easy = pc.and_(pc.is_valid(paths), pc.invert(hard))
-    return easy, hard
-
-
-def _dv_paths(table: pa.Table) -> list[str]:
-    """The file paths of the non-inline deletion vectors in a file-action table."""
-    if "deletionVector" not in table.column_names or table.num_rows == 0:
-        return []
-    column = table.column("deletionVector")
-    if column.null_count == len(column):
-        return []
-    present = pc.drop_null(column)
-    storage_types = pc.struct_field(present, "storageType").to_pylist()
-    payloads = pc.struct_field(present, "pathOrInlineDv").to_pylist()
-    out = []
-    for storage_type, payload in zip(storage_types, payloads, strict=True):
-        if storage_type is None or payload is None:
-            continue
-        path = dv_file_path(storage_type, payload)
-        if path is not None:
-            out.append(path)
-    return out
-
-
-def log_paths(snapshot: Snapshot | VacuumLogView, root: TableRoot, *, cutoff_ms: int) -> _LogPaths:
-    """Protected relative paths, and the expired tombstones' files (and DVs).
-
-    Plain relative paths (no escapes, no scheme, no dot segments: what writers
-    normally produce) are taken as they are, column-wise; the others go
-    through :func:`raydelta.protocol.cleanup_rules.resolve_path` one by one.
-    """
-    removes = snapshot.all_tombstones
-    stamps = pc.fill_null(removes.column("deletionTimestamp"), 0)
-    unexpired = removes.filter(pc.greater_equal(stamps, pa.scalar(cutoff_ms, pa.int64())))
-    expired = removes.filter(pc.less(stamps, pa.scalar(cutoff_ms, pa.int64())))
-    protected: list[pa.Array] = []
-    extra: list[str] = []
-    for table in (snapshot.files, unexpired):
-        column = table.column("path")
-        easy, hard = _split_column(column)
-        protected.append(pc.filter(column, easy).combine_chunks())
-        for raw in pc.filter(column, hard).to_pylist() + _dv_paths(table):
-            relative = resolve_path(raw, root).relative
-            if relative is not None:
-                extra.append(relative)
-    protected.append(pa.array(extra, pa.string()))
-    ignored: dict[str, str] = {}
-    column = expired.column("path")
-    easy, hard = _split_column(column)
-    easy_rows = expired.filter(easy)
-    deletable: list[str] = []
-    for raw in pc.filter(column, hard).to_pylist() + _dv_paths(expired):
-        resolved = resolve_path(raw, root)
-        if resolved.deletable and resolved.relative is not None:
-            deletable.append(resolved.relative)
-        else:
-            ignored.setdefault(raw, resolved.issue or "unresolvable")
-    candidates = pa.concat_tables(
-        [
-            pa.table(
-                [easy_rows.column("path"), pc.cast(easy_rows.column("size"), pa.int64())],
-                schema=_CANDIDATES_SCHEMA,
-            ),
-            pa.table(
-                [pa.array(deletable, pa.string()), pa.nulls(len(deletable), pa.int64())],
-                schema=_CANDIDATES_SCHEMA,
-            ),
-        ]
-    )
-    unique = not deletable and not ignored and _no_dvs(expired)
-    return _LogPaths(pa.concat_arrays(protected), candidates, ignored, unique)
-
-
-def _no_dvs(table: pa.Table) -> bool:
-    if "deletionVector" not in table.column_names:
-        return True
-    column = table.column("deletionVector")
-    return bool(column.null_count == len(column))
 
 
 # --- planning and running -------------------------------------------------------------------
@@ -305,8 +186,12 @@ def plan_vacuum(
     force: bool = False,
     now_ms: int | None = None,
     lister: Lister | None = None,
+    check_existence: bool = True,
 ) -> VacuumPlan:
-    """Decide what VACUUM deletes (nothing is deleted here)."""
+    """Decide what VACUUM deletes (nothing is deleted here).
+
+    ``check_existence=False`` (lite mode, for a dry run) keeps the candidates
+    without asking the filesystem which still exist (module doc)."""
     config = snapshot.table_configuration
     config.ensure_writable()  # vacuumProtocolCheck: always check the writer protocol
     requested = None if retention_hours is None else round(retention_hours * HOUR_MS)
@@ -320,7 +205,9 @@ def plan_vacuum(
     paths = log_paths(snapshot, root, cutoff_ms=cutoff)
     ignored = dict(paths.ignored)
     if lite:
-        files = _lite_candidates(store, paths, partition_columns, ignored)
+        files = lite_candidates(
+            store, paths, partition_columns, ignored, check_existence=check_existence
+        )
         dirs: list[str] = []
         num_listed = None
     else:
@@ -349,55 +236,6 @@ def plan_vacuum(
         dirs=dirs,
         num_listed=num_listed,
         ignored=ignored,
-    )
-
-
-def _lite_candidates(
-    store: LogStore,
-    paths: _LogPaths,
-    partition_columns: frozenset[str],
-    ignored: dict[str, str],
-) -> pa.Table:
-    """The expired tombstones' files that exist, are not protected and not hidden.
-
-    Sizes are the ones the log records, else the file's. On local disks a
-    directory holding many candidates is scanned once (names and types, no
-    ``stat``) instead of one ``lstat`` per candidate.
-    """
-    candidates = paths.expired
-    if (
-        not paths.expired_unique
-        and pc.count_distinct(candidates.column("path")).as_py() != candidates.num_rows
-    ):
-        grouped = candidates.group_by("path").aggregate([("size", "max")])
-        candidates = pa.table(
-            [grouped.column("path"), grouped.column("size_max")], schema=_CANDIDATES_SCHEMA
-        )
-    if len(paths.protected_paths) and candidates.num_rows:
-        known = pc.is_in(candidates.column("path"), value_set=paths.protected_paths)
-        candidates = candidates.filter(pc.invert(known))
-    maybe_hidden = pc.match_substring_regex(candidates.column("path"), _MAYBE_HIDDEN.pattern)
-    if pc.any(maybe_hidden).as_py():
-        keep = []
-        for relative, flagged in zip(
-            candidates.column("path").to_pylist(), maybe_hidden.to_pylist(), strict=True
-        ):
-            hidden = bool(flagged) and is_hidden_path(relative, partition_columns)
-            if hidden:
-                ignored.setdefault(relative, "hidden path")
-            keep.append(not hidden)
-        candidates = candidates.filter(pa.array(keep, pa.bool_()))
-    if store.on_local_disk:
-        found = local_existing(store, candidates, ignored)
-    else:
-        exists, sizes = fsspec_existence(store, candidates)
-        kept = candidates.filter(pa.array(exists, pa.bool_()))
-        found = pa.table(
-            [kept.column("path"), pa.array(sizes, pa.int64())], schema=_CANDIDATES_SCHEMA
-        )
-    return pa.table(
-        [found.column("path"), found.column("size"), pa.nulls(found.num_rows, pa.int64())],
-        schema=LISTING_SCHEMA,
     )
 
 
@@ -518,6 +356,7 @@ def vacuum(
         force=force,
         now_ms=now_ms,
         lister=lister,
+        check_existence=not dry_run,
     )
     ignored = [IgnoredPath(path=p, reason=r) for p, r in sorted(plan.ignored.items())]
     common: dict[str, Any] = {

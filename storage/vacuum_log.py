@@ -4,9 +4,10 @@ VACUUM decides with four columns per file action: ``path`` and
 ``deletionVector`` of the live files, plus ``deletionTimestamp`` and
 ``size`` of the tombstones. :func:`load_vacuum_view` reads only those
 leaves from the checkpoint (parquet parts and their sidecars: no stats, no
-partition values, no per-file Python object) and reconciles the commits
-after it, so opening a 1M-file table for VACUUM costs a few column reads
-instead of a full snapshot.
+partition values, no per-file Python object), the ``protocol`` and
+``metaData`` of the top-level parts in the same read, and reconciles the
+commits after it, so opening a 1M-file table for VACUUM costs one pass of
+a few column reads instead of a full snapshot.
 
 Invariants:
 - The result reconciles exactly as a snapshot does: an action on a file
@@ -18,13 +19,22 @@ Invariants:
   :func:`raydelta.storage.snapshot.load_snapshot_from_store` (the same
   errors, the same result), which a :class:`VacuumLogView` stands in for.
 - Nothing is written.
+
+:func:`log_paths` then splits what the log names into the protected paths
+and the expired tombstones' files, column-wise for plain relative paths
+(no escapes, schemes or dot segments: what writers normally produce, found
+by one scan of a column's bytes) and one by one through
+:func:`raydelta.protocol.cleanup_rules.resolve_path` for the others.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -34,21 +44,22 @@ import pyarrow.parquet as pq
 from raydelta.protocol.actions import AddFile, RemoveFile, Sidecar
 from raydelta.protocol.catalog_managed import ensure_catalog_access
 from raydelta.protocol.checkpoint_plan import canonical_paths, dv_unique_ids
+from raydelta.protocol.cleanup_rules import TableRoot, dv_file_path, resolve_path
 from raydelta.protocol.errors import (
     CorruptLogError,
     MissingMetadataError,
     MissingProtocolError,
     TableNotFoundError,
 )
-from raydelta.protocol.file_actions import canonical_path
+from raydelta.protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, canonical_path
 from raydelta.protocol.file_names import LogFileKind
 from raydelta.protocol.log_segment import LogSegment, build_log_segment
-from raydelta.protocol.reconciliation import TableState, apply_commits
+from raydelta.protocol.reconciliation import TableState, apply_commits, state_from_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
 from raydelta.storage.data_files import table_root_key_of
 from raydelta.storage.log_reader import (
-    checkpoint_head,
+    CheckpointContents,
     read_commits,
     read_last_checkpoint,
     sidecar_path,
@@ -76,6 +87,15 @@ _LEAVES = {
     "add": ("path", "deletionVector"),
     "remove": ("path", "deletionTimestamp", "size", "deletionVector"),
 }
+HEAD_COLUMNS = ("protocol", "metaData")
+"""The non-file columns VACUUM needs (its :class:`TableConfiguration`)."""
+# Paths that need the full resolver: escapes, URIs, absolute, dot segments, empty segments.
+_NEEDS_RESOLVING = r"[%:\\]|^/|(^|/)\.\.?(/|$)|//"
+# The same, over the bytes of all values at once (see values_may_match).
+_ODD_BYTES = (b"%", b":", b"\\")
+_ODD_AFTER_SLASH = re.compile(rb"/[/.]")
+CANDIDATES_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("size", pa.int64())])
+"""VACUUM's candidate files: root-relative ``path``, ``size`` (null when unknown)."""
 
 
 @dataclass(frozen=True)
@@ -109,11 +129,8 @@ def load_vacuum_view(uri: str, store: LogStore) -> VacuumLogView | Snapshot:
     ):
         return load_snapshot_from_store(uri, store)
     root = table_root_key_of(store.fs, store.table_root)
-    head = (
-        checkpoint_head(store, checkpoint.version, checkpoint.files)
-        if checkpoint is not None
-        else TableState()
-    )
+    parts = _checkpoint_parts(store, segment)
+    head = _checkpoint_head(segment, parts)
     commits = read_commits(store, segment.commits)
     head = apply_commits(
         head,
@@ -129,7 +146,8 @@ def load_vacuum_view(uri: str, store: LogStore) -> VacuumLogView | Snapshot:
     ensure_readable(head.protocol)
     ensure_catalog_access(head.protocol, table_uri=uri, through_catalog=False)
     configuration = TableConfiguration(head.protocol, head.metadata)
-    live, tombstones = _checkpoint_file_columns(store, segment)
+    live = _concat_rows([p.table for p in parts], "add", LIVE_SCHEMA)
+    tombstones = _concat_rows([p.table for p in parts], "remove", TOMBSTONE_SCHEMA)
     live, tombstones = _apply_commits(live, tombstones, commits, root)
     return VacuumLogView(segment.version, configuration, live, tombstones)
 
@@ -152,10 +170,17 @@ def _leaves(schema: pa.Schema, action: str) -> list[str]:
     return out
 
 
-def _read_part(
-    store: LogStore, path: str, *, top_level: bool
-) -> tuple[pa.Table, pa.Table, list[str]]:
-    """``(live rows, tombstone rows, sidecar paths)`` of one parquet file."""
+@dataclass(frozen=True)
+class _Part:
+    """The columns VACUUM reads from one checkpoint part or sidecar."""
+
+    table: pa.Table
+    sidecars: list[str]
+
+
+def _read_part(store: LogStore, path: str, *, top_level: bool) -> _Part:
+    """The file-action leaves (and, in a top-level part, ``protocol``,
+    ``metaData`` and the sidecar paths) of one parquet file, in one read."""
     try:
         handle: Any = path if store.on_local_disk else store.fs.open(path, "rb")
         parquet = pq.ParquetFile(handle, memory_map=store.on_local_disk)
@@ -164,6 +189,8 @@ def _read_part(
         sidecar = top_level and "sidecar" in schema.names
         if sidecar:
             columns.append("sidecar.path")
+        if top_level:
+            columns += [name for name in HEAD_COLUMNS if name in schema.names]
         table = parquet.read(columns=columns, use_threads=True)
     except FileNotFoundError:
         raise
@@ -178,14 +205,61 @@ def _read_part(
             )
             for n in names
         ]
-    return _rows(table, "add", LIVE_SCHEMA), _rows(table, "remove", TOMBSTONE_SCHEMA), sidecars
+    return _Part(table, sidecars)
+
+
+def _checkpoint_parts(store: LogStore, segment: LogSegment) -> list[_Part]:
+    """Every parquet part of the segment's checkpoint, then every sidecar they name."""
+    if segment.checkpoint is None:
+        return []
+    paths = [store.path_of(p.name) for p in segment.checkpoint.files]
+    if len(paths) == 1:  # a classic checkpoint: no thread to start
+        part = _read_part(store, paths[0], top_level=True)
+        if not part.sidecars:
+            return [part]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        parts = list(pool.map(lambda p: _read_part(store, p, top_level=True), paths))
+        sidecars = [s for part in parts for s in part.sidecars]
+
+        def read_sidecar(path: str) -> _Part:
+            try:
+                return _read_part(store, path, top_level=False)
+            except FileNotFoundError as exc:
+                raise CorruptLogError(f"sidecar file missing: {path}") from exc
+
+        return parts + list(pool.map(read_sidecar, sidecars))
+
+
+def _checkpoint_head(segment: LogSegment, parts: Sequence[_Part]) -> TableState:
+    """The checkpoint's ``protocol`` and ``metaData`` (the rest of its non-file
+    state, transactions and domains, VACUUM does not use)."""
+    if segment.checkpoint is None:
+        return TableState()
+    contents = CheckpointContents()
+    for part in parts:
+        present = [name for name in HEAD_COLUMNS if name in part.table.column_names]
+        if present:
+            contents.add_parquet_table(part.table.select(present))
+    contents.check_one_protocol_and_metadata()
+    return state_from_checkpoint(
+        segment.checkpoint.version,
+        contents.non_file_actions,
+        ADD_SCHEMA.empty_table(),
+        REMOVE_SCHEMA.empty_table(),
+    )
+
+
+def _concat_rows(tables: Sequence[pa.Table], action: str, schema: pa.Schema) -> pa.Table:
+    rows = [_rows(table, action, schema) for table in tables]
+    return pa.concat_tables(rows) if rows else schema.empty_table()
 
 
 def _rows(table: pa.Table, action: str, schema: pa.Schema) -> pa.Table:
     """The non-null ``action`` rows of a checkpoint table, in ``schema``."""
     if action not in table.column_names:
         return schema.empty_table()
-    column = table.column(action).combine_chunks()
+    chunked = table.column(action)
+    column = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
     arrays = []
     for field in schema:  # flat columns first: filtering them is cheaper than the struct
         if column.type.get_field_index(field.name) < 0:
@@ -209,26 +283,6 @@ def _dv_struct(value: pa.Array) -> pa.Array:
         child = value.field(index) if index >= 0 else pa.nulls(len(value), field.type)
         children.append(child.cast(field.type))
     return pa.StructArray.from_arrays(children, fields=list(DV_FIELDS), mask=pc.is_null(value))
-
-
-def _checkpoint_file_columns(store: LogStore, segment: LogSegment) -> tuple[pa.Table, pa.Table]:
-    if segment.checkpoint is None:
-        return LIVE_SCHEMA.empty_table(), TOMBSTONE_SCHEMA.empty_table()
-    paths = [store.path_of(p.name) for p in segment.checkpoint.files]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        parts = list(pool.map(lambda p: _read_part(store, p, top_level=True), paths))
-        sidecars = [s for _, _, found in parts for s in found]
-
-        def read_sidecar(path: str) -> tuple[pa.Table, pa.Table, list[str]]:
-            try:
-                return _read_part(store, path, top_level=False)
-            except FileNotFoundError as exc:
-                raise CorruptLogError(f"sidecar file missing: {path}") from exc
-
-        parts += list(pool.map(read_sidecar, sidecars))
-    live = pa.concat_tables([p[0] for p in parts])
-    tombstones = pa.concat_tables([p[1] for p in parts])
-    return live, tombstones
 
 
 def _keys(table: pa.Table, root: str) -> pa.Array:
@@ -285,3 +339,185 @@ def _dv_array(actions: Sequence[AddFile | RemoveFile]) -> pa.Array:
             }
         )
     return pa.array(rows, DV_FIELDS)
+
+
+# --- what the log protects, and what it lets VACUUM delete ------------------------------------
+
+
+@dataclass
+class LogPaths:
+    """What the log protects from VACUUM, and which of its files VACUUM may delete."""
+
+    protected_paths: pa.ChunkedArray = dataclass_field(
+        default_factory=lambda: pa.chunked_array([], pa.string())
+    )
+    """Root-relative paths of live files, unexpired tombstones and their DVs."""
+    expired: pa.Table = dataclass_field(default_factory=lambda: CANDIDATES_SCHEMA.empty_table())
+    """Expired tombstones' files and DVs that may be deleted: ``path``, ``size``
+    (as the log records it; null when it does not)."""
+    ignored: dict[str, str] = dataclass_field(default_factory=dict)
+    expired_unique: bool = False
+    """Whether ``expired`` holds each path once (plain paths of tombstones without
+    deletion vectors: one row per path in a reconciled state)."""
+
+    @cached_property
+    def protected(self) -> frozenset[str]:
+        return frozenset(self.protected_paths.to_pylist())
+
+
+def _values_bytes(paths: pa.Array) -> bytes | None:
+    """The bytes of all values of a string array back to back (None for other types)."""
+    if pa.types.is_string(paths.type):
+        offset_type = pa.int32()
+    elif pa.types.is_large_string(paths.type):
+        offset_type = pa.int64()
+    else:
+        return None
+    _, offsets_buffer, data_buffer = paths.buffers()
+    if data_buffer is None or offsets_buffer is None:
+        return b""
+    offsets = pa.Array.from_buffers(
+        offset_type, len(paths) + 1, [None, offsets_buffer], offset=paths.offset
+    )
+    first, last = offsets[0].as_py(), offsets[len(paths)].as_py()
+    data: bytes = data_buffer.slice(first, last - first).to_pybytes()
+    return data
+
+
+def values_may_match(
+    paths: pa.ChunkedArray | pa.Array,
+    *,
+    anywhere: tuple[bytes, ...],
+    after_slash: re.Pattern[bytes],
+    starts: tuple[str, ...],
+) -> bool:
+    """False only if no value contains a byte of ``anywhere`` or a match of
+    ``after_slash``, and none starts with one of ``starts``: a few scans of the
+    values' bytes at ``memchr`` speed instead of a regex per row. (Bytes
+    straddling two values can only raise a false alarm.)"""
+    arrays = paths.chunks if isinstance(paths, pa.ChunkedArray) else [paths]
+    for array in arrays:
+        if array.null_count == len(array):
+            continue
+        data = _values_bytes(array)
+        if data is None or any(byte in data for byte in anywhere):
+            return True
+        if after_slash.search(data) is not None:
+            return True
+        if any(pc.any(pc.starts_with(array, prefix)).as_py() for prefix in starts):
+            return True
+    return False
+
+
+def _split_rows(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``(rows with plain relative paths, rows whose paths need the full resolver)``;
+    rows without a path are in neither. No copy when every path is plain."""
+    column = table.column("path")
+    if not values_may_match(
+        column, anywhere=_ODD_BYTES, after_slash=_ODD_AFTER_SLASH, starts=("/", ".")
+    ):
+        plain = table if column.null_count == 0 else table.filter(pc.is_valid(column))
+        return plain, table.slice(0, 0)
+    hard = pc.fill_null(pc.match_substring_regex(column, _NEEDS_RESOLVING), False)
+    easy = pc.and_(pc.is_valid(column), pc.invert(hard))
+    return table.filter(easy), table.filter(hard)
+
+
+def _split_by_age(removes: pa.Table, cutoff_ms: int) -> tuple[pa.Table, pa.Table]:
+    """``(unexpired, expired)`` tombstones (no deletion time counts as expired); no
+    copy when all are on one side."""
+    stamps = pc.fill_null(removes.column("deletionTimestamp"), 0)
+    expired = pc.less(stamps, pa.scalar(cutoff_ms, pa.int64()))
+    count = pc.sum(expired).as_py() or 0
+    if count == removes.num_rows:
+        return removes.slice(0, 0), removes
+    if count == 0:
+        return removes, removes.slice(0, 0)
+    return removes.filter(pc.invert(expired)), removes.filter(expired)
+
+
+def _string_chunks(columns: list[pa.ChunkedArray | pa.Array]) -> pa.ChunkedArray:
+    """One chunked string array of the values of ``columns`` (no copy of string chunks)."""
+    chunks: list[pa.Array] = []
+    for column in columns:
+        for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+            if len(chunk):
+                chunks.append(chunk if chunk.type == pa.string() else chunk.cast(pa.string()))
+    return pa.chunked_array(chunks, type=pa.string())
+
+
+def _dv_paths(table: pa.Table) -> list[str]:
+    """The file paths of the non-inline deletion vectors in a file-action table."""
+    if "deletionVector" not in table.column_names or table.num_rows == 0:
+        return []
+    column = table.column("deletionVector")
+    if column.null_count == len(column):
+        return []
+    present = pc.drop_null(column)
+    storage_types = pc.struct_field(present, "storageType").to_pylist()
+    payloads = pc.struct_field(present, "pathOrInlineDv").to_pylist()
+    out = []
+    for storage_type, payload in zip(storage_types, payloads, strict=True):
+        if storage_type is None or payload is None:
+            continue
+        path = dv_file_path(storage_type, payload)
+        if path is not None:
+            out.append(path)
+    return out
+
+
+def log_paths(snapshot: Snapshot | VacuumLogView, root: TableRoot, *, cutoff_ms: int) -> LogPaths:
+    """Protected relative paths, and the expired tombstones' files (and DVs).
+
+    Plain relative paths (no escapes, no scheme, no dot segments: what writers
+    normally produce) are taken as they are, column-wise; the others go
+    through :func:`raydelta.protocol.cleanup_rules.resolve_path` one by one.
+    """
+    unexpired, expired = _split_by_age(snapshot.all_tombstones, cutoff_ms)
+    protected: list[pa.ChunkedArray | pa.Array] = []
+    extra: list[str] = []
+    for table in (snapshot.files, unexpired):
+        easy_rows, hard_rows = _split_rows(table)
+        protected.append(easy_rows.column("path"))
+        for raw in hard_rows.column("path").to_pylist() + _dv_paths(table):
+            relative = resolve_path(raw, root).relative
+            if relative is not None:
+                extra.append(relative)
+    protected.append(pa.array(extra, pa.string()))
+    ignored: dict[str, str] = {}
+    easy_rows, hard_rows = _split_rows(expired)
+    deletable: list[str] = []
+    deletable_sizes: list[int | None] = []
+    dv_paths = _dv_paths(expired)
+    for raw, size in zip(
+        hard_rows.column("path").to_pylist() + dv_paths,
+        hard_rows.column("size").to_pylist() + [None] * len(dv_paths),
+        strict=True,
+    ):
+        resolved = resolve_path(raw, root)
+        if resolved.deletable and resolved.relative is not None:
+            deletable.append(resolved.relative)
+            deletable_sizes.append(size)  # a DV file's size is not in the log
+        else:
+            ignored.setdefault(raw, resolved.issue or "unresolvable")
+    candidates = pa.concat_tables(
+        [
+            pa.table(
+                [easy_rows.column("path"), pc.cast(easy_rows.column("size"), pa.int64())],
+                schema=CANDIDATES_SCHEMA,
+            ),
+            pa.table(
+                [pa.array(deletable, pa.string()), pa.array(deletable_sizes, pa.int64())],
+                schema=CANDIDATES_SCHEMA,
+            ),
+        ]
+    )
+    unique = not deletable and not ignored and _no_dvs(expired)
+    return LogPaths(_string_chunks(protected), candidates, ignored, unique)
+
+
+def _no_dvs(table: pa.Table) -> bool:
+    if "deletionVector" not in table.column_names:
+        return True
+    column = table.column("deletionVector")
+    return bool(column.null_count == len(column))

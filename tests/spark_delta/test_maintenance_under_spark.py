@@ -188,3 +188,37 @@ def test_vacuum_never_deletes_a_file_of_a_spark_commit_in_flight(
     latest = table.version()
     assert_same_as_delta_spark(spark, uri, latest)
     assert sorted(r["id"] for r in table.to_arrow().to_pylist()) == [100, 200, 201, 202, 203]
+
+
+def test_vacuum_lite_dry_run_lists_what_delta_spark_lists(delta: Any, tmp_path: Path) -> None:
+    """Our lite dry run and delta-spark's ``VACUUM ... LITE DRY RUN`` list the same
+    files, the expired tombstones' files already gone from disk included: neither
+    looks at the files (delta-spark takes its candidates from the commits alone)."""
+    from raydelta.storage.vacuum import vacuum
+
+    spark = delta
+    uri = str(tmp_path / "t")
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id BIGINT, part STRING) USING delta PARTITIONED BY (part)"
+    )
+    for first in (0, 10, 20):
+        _append(spark, uri, first)
+    before = {r.path for r in raydelta.open_table(uri).snapshot().add_files()}
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id < 15")  # whole files: tombstones
+    tombstoned = sorted(before - {r.path for r in raydelta.open_table(uri).snapshot().add_files()})
+    assert len(tombstoned) >= 2
+    gone = tombstoned[::2]
+    for name in gone:
+        Path(uri, name).unlink()
+
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        rows = spark.sql(f"VACUUM delta.`{uri}` LITE RETAIN 0 HOURS DRY RUN").collect()
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    root = Path(uri).resolve()
+    theirs = {str(Path(r.path.removeprefix("file:")).resolve().relative_to(root)) for r in rows}
+    ours = vacuum(uri, retention_hours=0, force=True, lite=True, dry_run=True)
+    assert set(ours.files) == theirs == set(tombstoned)
+    real = vacuum(uri, retention_hours=0, force=True, lite=True)
+    assert real.files == tombstoned[1::2]  # a real run reports what it deleted

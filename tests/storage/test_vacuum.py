@@ -228,9 +228,10 @@ def test_where_semantics_differ_from_deltalake(tmp_path: Path) -> None:
       starts with ``_``/``.``; we (like delta-spark) apply the rule to every
       segment, so hidden files inside partition directories (``_tmp`` staging
       files, ``.crc`` side files) survive.
-    - lite mode: delta-rs reports every expired tombstone, present on disk or
-      not; we report (and count bytes of) the files that still exist.
     - Both keep unreferenced files younger than the retention in full mode.
+
+    (Lite dry runs agree: both list every expired tombstone, present on disk or
+    not; see test_lite_dry_run_lists_files_already_gone.)
     """
     path = tmp_path / "t"
     deltalake_table(path)
@@ -249,12 +250,34 @@ def test_where_semantics_differ_from_deltalake(tmp_path: Path) -> None:
     vacuum(str(path), retention_hours=1, force=True)
     assert young.exists() and all(h.exists() for h in hidden)
 
-    # Lite mode after the files of expired tombstones are gone.
-    lite_dry = vacuum(str(path), retention_hours=0, force=True, lite=True, dry_run=True)
-    for name in lite_dry.files:
+
+def test_lite_dry_run_lists_files_already_gone(tmp_path: Path) -> None:
+    """A lite dry run lists the expired tombstones' files without looking at the
+    disk, as delta-spark's ``VACUUM ... LITE DRY RUN`` (its candidates come from
+    the log alone; tests/spark_delta/test_maintenance_under_spark.py compares the
+    two) and delta-rs' default dry run do; a real run deletes, and reports, only
+    the files that are still there."""
+    path = tmp_path / "t"
+    deltalake_table(path)
+    before = vacuum(str(path), retention_hours=0, force=True, lite=True, dry_run=True)
+    assert before.files and before.total_bytes > 0
+    gone, kept = before.files[::2], before.files[1::2]
+    for name in gone:
         (path / name).unlink()
-    assert vacuum(str(path), retention_hours=0, force=True, lite=True, dry_run=True).files == []
-    assert peer_vacuum(path, full=False) == set(lite_dry.files)
+
+    after = vacuum(str(path), retention_hours=0, force=True, lite=True, dry_run=True)
+    assert after.files == before.files and after.total_bytes == before.total_bytes
+    assert peer_vacuum(path, full=False) == set(after.files)
+    # Full mode lists the disk: the gone files are not in it.
+    full = vacuum(str(path), retention_hours=0, force=True, dry_run=True)
+    assert not set(gone) & set(full.files) and set(kept) <= set(full.files)
+
+    sizes = {name: (path / name).stat().st_size for name in kept}
+    real = vacuum(str(path), retention_hours=0, force=True, lite=True)
+    assert real.files == kept and real.total_bytes == sum(sizes.values())
+    assert not set(before.files) & files_under(path)
+    again = vacuum(str(path), retention_hours=0, force=True, lite=True)
+    assert again.files == [] and again.total_bytes == 0
 
 
 # --- retention ----------------------------------------------------------------------------------
@@ -422,7 +445,10 @@ def test_nothing_outside_the_root_is_deleted(
 ) -> None:
     root, _, sentinels = hostile_table(tmp_path)
     dry = vacuum(str(root), lite=lite, dry_run=True, now_ms=NOW)
-    assert set(dry.files) == {"inside.parquet", "inside-abs.parquet"}
+    # A lite dry run does not look at the files (module doc): it lists the
+    # tombstoned name that is now a symlink; no real run deletes it (below).
+    listed_unchecked = {"linkfile.parquet"} if lite else set()
+    assert set(dry.files) == {"inside.parquet", "inside-abs.parquet"} | listed_unchecked
     ignored = {i.path for i in dry.ignored}
     assert "../outside/s1.parquet" in ignored
     assert "%2E%2E/outside/s2.parquet" in ignored
@@ -437,6 +463,57 @@ def test_nothing_outside_the_root_is_deleted(
         assert sentinel.exists(), sentinel
     assert (root / "link").is_symlink() and (root / "linkfile.parquet").is_symlink()
     assert (root / "kept.parquet").exists()
+
+
+def test_lite_mode_refuses_nested_symlinked_directories(tmp_path: Path) -> None:
+    """A tombstone's directory is checked level by level: a symlink anywhere below
+    the root that leads outside it is refused (dry run and real run); one that
+    stays inside the root is followed like any directory."""
+    root = tmp_path / "t"
+    outside = tmp_path / "outside"
+    sentinel = touch(outside / "x.parquet")
+    names = ["p=1/q=1/a.parquet", "p=1/q=2/x.parquet", "p=3/q=1/a.parquet", "p=4/b.parquet"]
+    write_log(
+        root,
+        [[add(n) for n in names], [remove(n, OLD, size=1) for n in names]],
+        partition_columns=("p", "q"),
+    )
+    touch(root / names[0])
+    touch(root / names[3])
+    (root / "p=1" / "q=2").symlink_to(outside, target_is_directory=True)  # leaves the root
+    (root / "p=3").symlink_to(root / "p=1", target_is_directory=True)  # stays inside
+    for dry_run in (True, False):
+        report = vacuum(str(root), lite=True, dry_run=dry_run, now_ms=NOW)
+        assert {i.path for i in report.ignored} == {"p=1/q=2/x.parquet"}, dry_run
+        expected = ["p=1/q=1/a.parquet", "p=3/q=1/a.parquet", "p=4/b.parquet"]
+        # the real run finds p=3/q=1/a.parquet gone: it was p=1/q=1/a.parquet
+        assert report.files == (expected if dry_run else [expected[0], expected[2]]), dry_run
+    assert sentinel.exists() and (root / "p=1" / "q=2").is_symlink()
+
+
+def test_lite_mode_on_an_object_store(tmp_path: Path) -> None:
+    """Through fsspec (``memory://``): a dry run asks the store only for the size
+    of a candidate the log gives none; a real run deletes the files still there."""
+    local = write_log(
+        tmp_path / "t",
+        [
+            [add("a.parquet"), add("b.parquet"), add("c.parquet")],
+            [remove("a.parquet", OLD, size=1), remove("b.parquet", OLD), remove("c.parquet", OLD)],
+        ],
+    )
+    uri = f"memory://raydelta-vacuum-{uuid.uuid4().hex}/t"
+    store = log_store_for(uri)
+    for commit in (local / "_delta_log").iterdir():
+        store.fs.pipe(f"{store.table_root}/_delta_log/{commit.name}", commit.read_bytes())
+    store.fs.pipe(f"{store.table_root}/a.parquet", b"12345")
+    store.fs.pipe(f"{store.table_root}/b.parquet", b"123")  # c.parquet is gone
+    dry = vacuum(uri, lite=True, dry_run=True, now_ms=NOW)
+    assert dry.files == ["a.parquet", "b.parquet", "c.parquet"]
+    assert dry.total_bytes == 1 + 3 + 0  # logged; b's from the store; c has none
+    real = vacuum(uri, lite=True, now_ms=NOW)
+    assert real.files == ["a.parquet", "b.parquet"] and real.total_bytes == 1 + 3
+    assert not store.fs.exists(f"{store.table_root}/a.parquet")
+    assert not store.fs.exists(f"{store.table_root}/b.parquet")
 
 
 # --- hidden names -----------------------------------------------------------------------------
@@ -583,7 +660,8 @@ def test_prefix_listings_add_up_to_the_whole_listing(tmp_path: Path) -> None:
 def test_lite_mode_scans_crowded_directories_exactly(tmp_path: Path) -> None:
     """A directory with many candidates is scanned once instead of stat'ed per file:
     the outcome must be the same (missing files, symlinks and directories are not
-    files to delete; a tombstone without a size gets the file's)."""
+    files to delete; a tombstone without a size gets the file's). A dry run does
+    not look: it lists every candidate, sized by the log (else the file)."""
     root = tmp_path / "t"
     outside = touch(tmp_path / "outside" / "target.parquet")
     names = [f"p=1/f{i:03d}.parquet" for i in range(80)]
@@ -600,8 +678,9 @@ def test_lite_mode_scans_crowded_directories_exactly(tmp_path: Path) -> None:
     (root / names[-2]).mkdir()  # a directory named by a tombstone
     # names[-1] is missing
     report = vacuum(str(root), lite=True, dry_run=True, now_ms=NOW)
-    assert report.files == names[:-3]
-    assert report.total_bytes == 5 + (len(names) - 4) * 1  # logged sizes; the file's for f000
+    assert report.files == names
+    assert report.total_bytes == 5 + (len(names) - 1) * 1  # logged sizes; the file's for f000
     done = vacuum(str(root), lite=True, now_ms=NOW)
     assert done.files == names[:-3]
+    assert done.total_bytes == 5 + (len(names) - 4) * 1
     assert outside.exists() and (root / names[-3]).is_symlink() and (root / names[-2]).is_dir()
