@@ -7,8 +7,8 @@ ones under a symlinked directory (:func:`local_inside`: one
 ``lstat`` per distinct directory, ``realpath`` only for a symlink). A real
 run then asks the filesystem which are regular files (:func:`local_existing`,
 :func:`fsspec_existence`): on local disks a directory holding many
-candidates is scanned once (names and types, no ``stat``; directories
-scanned on threads), the others get one ``lstat`` each; on other
+candidates is scanned once (names and types, no ``stat``), the others
+get one ``lstat`` each; on other
 filesystems one ``info`` each. A dry run does not (delta-spark's VACUUM
 LITE does not): it only looks up the size of the few candidates the log
 records none for (:func:`local_sizes`, :func:`fsspec_sizes`).
@@ -237,12 +237,16 @@ def _fill_sizes(candidates: pa.Table, size_of: Callable[[str], int]) -> pa.Table
 
 def _existing_in(guard: LocalGuard, parents: list[str]) -> pa.Array:
     """Root-relative paths of the regular files directly in each of ``parents``,
-    the directories scanned on threads (``scandir`` releases the GIL)."""
+    the directories scanned on :data:`~raydelta.storage.vacuum_listing.LISTING_THREADS`
+    threads."""
     if not parents:
         return pa.array([], pa.string())
     threads = min(LISTING_THREADS, len(parents))
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="raydelta-vacuum") as pool:
-        found = list(pool.map(guard.regular_files, parents))
+    if threads < 2:
+        found = [guard.regular_files(parent) for parent in parents]
+    else:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="raydelta-vacuum") as pool:
+            found = list(pool.map(guard.regular_files, parents))
     pieces = []
     for parent, names in zip(parents, found, strict=True):
         array = pa.array(names, pa.string())
