@@ -2,7 +2,8 @@
 
 Ray: ``ray.init(num_cpus=2, include_dashboard=False)`` once per session, shut
 down at the end. Spark: ``local[2]`` once per session (PySpark 4 on Java 17) with delta-spark's
-jars (``tests/delta_spark_jars.py``).
+jars (``tests/delta_spark_jars.py``), its snapshot state rebuilt on one partition
+(``spark.databricks.delta.snapshotPartitions=1``: the tables are a few files).
 Tests that don't ask for them never start them.
 """
 
@@ -140,6 +141,11 @@ def spark() -> Iterator[Any]:
         .appName("raydelta-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        # delta-spark rebuilds a snapshot's state on this many shuffle
+        # partitions (50 by default): on the few-file tables of the tests each
+        # read of a table ran 50 tasks on local[2]. A performance setting only:
+        # the state and every read are the same on 1 partition.
+        .config("spark.databricks.delta.snapshotPartitions", "1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.jars", ",".join(str(jar) for jar in delta_jars() + s3a_jars()))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
