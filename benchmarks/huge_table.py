@@ -442,6 +442,45 @@ def vacuum_run(uri: str, engine: str, mode: str) -> dict[str, Any]:
     return {**target(uri), "peak_rss_mb": peak_rss_mb()}
 
 
+def lite_dry_run_files(uri: str) -> dict[str, Any]:
+    """How many files a lite VACUUM dry run must list on this table (no data
+    files on disk): every removed path and every DV file only removed files
+    name (a lite dry run, as delta-spark's, does not look at the disk).
+    Replayed from the raw log (the builder's checkpoint holds adds only, every
+    later commit is JSON; every remove is past the retention)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from raydelta.protocol.cleanup_rules import dv_file_path
+
+    log = Path(uri.removeprefix("file://")) / "_delta_log"
+    adds = pq.read_table(next(log.glob("*.checkpoint.parquet")), columns=["add"]).column("add")
+    adds = adds.filter(pc.is_valid(adds)).combine_chunks()
+    live_dv: dict[str, str] = {}
+    for path, dv in zip(
+        adds.field("path").to_pylist(), adds.field("deletionVector").to_pylist(), strict=True
+    ):
+        if dv is not None:
+            live_dv[path] = dv_file_path(dv["storageType"], dv["pathOrInlineDv"])
+    removed: set[str] = set()
+    removed_dv: set[str] = set()
+    for commit in sorted(p for p in log.glob("*.json") if ".checkpoint." not in p.name):
+        if int(commit.name.split(".")[0]) <= 10:
+            continue
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                live_dv.pop(action["add"]["path"], None)
+            elif "remove" in action:
+                remove = action["remove"]
+                removed.add(remove["path"])
+                live_dv.pop(remove["path"], None)
+                dv = remove.get("deletionVector")
+                if dv is not None:
+                    removed_dv.add(dv_file_path(dv["storageType"], dv["pathOrInlineDv"]))
+    return {"num_files": len(removed | (removed_dv - set(live_dv.values())))}
+
+
 def vacuum_table_child(num_files: int) -> dict[str, Any]:
     """``benchmarks.vacuum``'s table of real files (built once, cached by it)."""
     from benchmarks.vacuum import cached_table
