@@ -55,7 +55,13 @@ from raydelta.protocol.actions import (
 )
 from raydelta.protocol.checkpoint_schema import CheckpointLayout
 from raydelta.protocol.errors import MissingMetadataError, MissingProtocolError
-from raydelta.protocol.file_actions import FileKey, action_key, canonical_path, odd_path_rows
+from raydelta.protocol.file_actions import (
+    FileKey,
+    action_key,
+    canonical_path,
+    odd_path_rows,
+    string_values_bytes,
+)
 from raydelta.protocol.reconciliation import TableState
 from raydelta.protocol.shard_hash import (
     SHARD_HASH as SHARD_HASH,
@@ -136,21 +142,9 @@ def _may_have_odd(paths: pa.Array) -> bool:
     """
     if len(paths) == 0:
         return False
-    if pa.types.is_string(paths.type):
-        offset_type = pa.int32()
-    elif pa.types.is_large_string(paths.type):
-        offset_type = pa.int64()
-    else:
+    data = string_values_bytes(paths)
+    if data is None or b"%" in data or b":" in data:
         return True
-    _, offsets_buffer, data_buffer = paths.buffers()
-    if data_buffer is not None and offsets_buffer is not None:
-        offsets = pa.Array.from_buffers(
-            offset_type, len(paths) + 1, [None, offsets_buffer], offset=paths.offset
-        )
-        first, last = offsets[0].as_py(), offsets[len(paths)].as_py()
-        data = data_buffer.slice(first, last - first).to_pybytes()
-        if b"%" in data or b":" in data:
-            return True
     return bool(pc.any(pc.starts_with(paths, "/")).as_py())
 
 

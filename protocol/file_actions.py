@@ -334,3 +334,24 @@ def row_to_add(row: dict[str, Any]) -> AddFile:
 
 def row_to_remove(row: dict[str, Any]) -> RemoveFile:
     return RemoveFile.model_validate(arrow_to_json(row, REMOVE_TYPE))
+
+
+def string_values_bytes(values: pa.Array) -> bytes | None:
+    """The UTF-8 bytes of every value of a (large) string array, back to back
+    (None for any other type): one buffer to scan with ``in`` (``memchr``)
+    instead of a test per row."""
+    if pa.types.is_string(values.type):
+        offset_type = pa.int32()
+    elif pa.types.is_large_string(values.type):
+        offset_type = pa.int64()
+    else:
+        return None
+    _, offsets_buffer, data_buffer = values.buffers()
+    if data_buffer is None or offsets_buffer is None:
+        return b""
+    offsets = pa.Array.from_buffers(
+        offset_type, len(values) + 1, [None, offsets_buffer], offset=values.offset
+    )
+    first, last = offsets[0].as_py(), offsets[len(values)].as_py()
+    data: bytes = data_buffer.slice(first, last - first).to_pybytes()
+    return data

@@ -51,7 +51,12 @@ from raydelta.protocol.errors import (
     MissingProtocolError,
     TableNotFoundError,
 )
-from raydelta.protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, canonical_path
+from raydelta.protocol.file_actions import (
+    ADD_SCHEMA,
+    REMOVE_SCHEMA,
+    canonical_path,
+    string_values_bytes,
+)
 from raydelta.protocol.file_names import LogFileKind
 from raydelta.protocol.log_segment import LogSegment, build_log_segment
 from raydelta.protocol.reconciliation import TableState, apply_commits, state_from_checkpoint
@@ -365,25 +370,6 @@ class LogPaths:
         return frozenset(self.protected_paths.to_pylist())
 
 
-def _values_bytes(paths: pa.Array) -> bytes | None:
-    """The bytes of all values of a string array back to back (None for other types)."""
-    if pa.types.is_string(paths.type):
-        offset_type = pa.int32()
-    elif pa.types.is_large_string(paths.type):
-        offset_type = pa.int64()
-    else:
-        return None
-    _, offsets_buffer, data_buffer = paths.buffers()
-    if data_buffer is None or offsets_buffer is None:
-        return b""
-    offsets = pa.Array.from_buffers(
-        offset_type, len(paths) + 1, [None, offsets_buffer], offset=paths.offset
-    )
-    first, last = offsets[0].as_py(), offsets[len(paths)].as_py()
-    data: bytes = data_buffer.slice(first, last - first).to_pybytes()
-    return data
-
-
 def values_may_match(
     paths: pa.ChunkedArray | pa.Array,
     *,
@@ -399,7 +385,7 @@ def values_may_match(
     for array in arrays:
         if array.null_count == len(array):
             continue
-        data = _values_bytes(array)
+        data = string_values_bytes(array)
         if data is None or any(byte in data for byte in anywhere):
             return True
         if after_slash.search(data) is not None:
