@@ -54,9 +54,10 @@ ONE_TASK_THREADS = 2
 
 
 @dataclass(frozen=True)
-class OneTaskWork:
-    """Everything one task does: map ``pieces`` of the previous checkpoint (if
-    any) into ``num_shards`` shards, then build every job's sidecar."""
+class SidecarWork:
+    """Every sidecar a checkpoint writes, whichever way it runs: map ``pieces``
+    of the previous checkpoint (if any) into ``num_shards`` shards, then build
+    every job's sidecar and the overflow's."""
 
     pieces: tuple[SourcePiece, ...]
     num_shards: int
@@ -65,12 +66,17 @@ class OneTaskWork:
     jobs: tuple[ShardJob, ...]
     overflow: OverflowJob | None
     threads: int = ONE_TASK_THREADS
+    """Threads of the one task (unused when fanned out)."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.jobs and self.overflow is None
 
 
 def build_in_process(
     table_uri: str,
     storage_options: dict[str, Any] | None,
-    work: OneTaskWork,
+    work: SidecarWork,
     protocol: Protocol,
     metadata: Metadata,
     now_ms: int,
@@ -118,7 +124,7 @@ def build_in_process(
 def write_in_one_task(
     table_uri: str,
     storage_options: dict[str, Any] | None,
-    work: OneTaskWork,
+    work: SidecarWork,
     protocol: Protocol,
     metadata: Metadata,
     now_ms: int,

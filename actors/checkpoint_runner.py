@@ -29,6 +29,7 @@ import logging
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -37,7 +38,7 @@ import ray
 from raydelta.actors.checkpoint_one_task import (
     DEFAULT_FAN_OUT_MIN_ACTIONS,
     ONE_TASK_THREADS,
-    OneTaskWork,
+    SidecarWork,
     write_in_one_task,
 )
 from raydelta.actors.checkpoint_results import (
@@ -345,12 +346,14 @@ class CheckpointRunner:
             ]
         planned = time.perf_counter()
         one_task = estimate < self.fan_out_min_actions
-        work = (jobs, overflow_job, pieces, exclude, root)
+        work = SidecarWork(
+            tuple(pieces), num_shards, exclude, root, tuple(jobs), overflow_job
+        )
         args = (protocol, metadata, now_ms, cutoff)
         if one_task:
-            written, reports = self._in_one_task(delta.version, work, args, num_shards, reused)
+            written, reports = self._in_one_task(delta.version, work, args, reused)
         else:
-            written, reports = self._fanned_out(delta.version, work, args, num_shards, reused)
+            written, reports = self._fanned_out(delta.version, work, args, reused)
         sidecars_at = time.perf_counter()
         crash_point("after_sidecars")
         by_shard = dict(reused)
@@ -426,32 +429,36 @@ class CheckpointRunner:
     def _fanned_out(
         self,
         version: int,
-        work: tuple[list[ShardJob], OverflowJob | None, list[SourcePiece], pa.Array, str | None],
+        work: SidecarWork,
         args: tuple[Protocol, Metadata, int, int],
-        num_shards: int,
         reused: dict[int, Sidecar],
     ) -> tuple[list[ShardResult], list[TaskReport]]:
         """Map tasks (if there are ``pieces``), one task per shard job, one for the overflow."""
-        jobs, overflow_job, pieces, exclude, root = work
         where = (self.table_uri, self.storage_options)
         refs: dict[Any, int] = {}
         map_reports: list[Any] = []
-        if not pieces:
-            for job in jobs:
+        if not work.pieces:
+            for job in work.jobs:
                 ref = write_shard.options(scheduling_strategy="SPREAD").remote(*where, job, *args)
                 refs[ref] = job.shard
         else:
             nodes = cpu_nodes()
-            bounds = group_bounds(num_shards, len(nodes))
+            bounds = group_bounds(work.num_shards, len(nodes))
             num_groups = len(bounds) - 1
             outputs: list[list[Any]] = [
                 map_piece.options(num_returns=num_groups + 1).remote(  # type: ignore[misc]
-                    *where, piece, num_shards, num_groups, exclude, args[3], root
+                    *where,
+                    piece,
+                    work.num_shards,
+                    num_groups,
+                    work.exclude_keys,
+                    args[3],
+                    work.table_root,
                 )
-                for piece in pieces
+                for piece in work.pieces
             ]
             map_reports = [out[-1] for out in outputs]
-            by_shard = {job.shard: job for job in jobs}
+            by_shard = {job.shard: job for job in work.jobs}
             for group in range(num_groups):
                 strategy = node_strategy(nodes[group]) if num_groups > 1 else "DEFAULT"
                 for shard in range(bounds[group], bounds[group + 1]):
@@ -460,9 +467,9 @@ class CheckpointRunner:
                     )
                     refs[ref] = shard
             del outputs
-        if overflow_job is not None:
+        if work.overflow is not None:
             protocol, metadata, now_ms, cutoff = args
-            ref = write_overflow.remote(*where, overflow_job, protocol, metadata, now_ms, cutoff)
+            ref = write_overflow.remote(*where, work.overflow, protocol, metadata, now_ms, cutoff)
             refs[ref] = OVERFLOW_SHARD
         written, reports = self._collect(version, refs, len(reused))
         reports.extend(ray.get(map_reports))
@@ -471,20 +478,15 @@ class CheckpointRunner:
     def _in_one_task(
         self,
         version: int,
-        work: tuple[list[ShardJob], OverflowJob | None, list[SourcePiece], pa.Array, str | None],
+        work: SidecarWork,
         args: tuple[Protocol, Metadata, int, int],
-        num_shards: int,
         reused: dict[int, Sidecar],
     ) -> tuple[list[ShardResult], list[TaskReport]]:
         """Every step in one task (:mod:`raydelta.actors.checkpoint_one_task`)."""
-        jobs, overflow_job, pieces, exclude, root = work
-        if not jobs and overflow_job is None:
+        if work.empty:
             return [], []
-        threads = min(ONE_TASK_THREADS, max_node_cpus())
-        one = OneTaskWork(
-            tuple(pieces), num_shards, exclude, root, tuple(jobs), overflow_job, threads
-        )
-        total = len(jobs) + (overflow_job is not None) + len(reused)
+        one = replace(work, threads=min(ONE_TASK_THREADS, max_node_cpus()))
+        total = len(work.jobs) + (work.overflow is not None) + len(reused)
         self._progress(
             Progress(
                 version=version,
@@ -494,7 +496,7 @@ class CheckpointRunner:
                 shardsReused=len(reused),
             )
         )
-        ref = write_in_one_task.options(num_cpus=threads).remote(
+        ref = write_in_one_task.options(num_cpus=one.threads).remote(
             self.table_uri, self.storage_options, one, *args
         )
         try:
