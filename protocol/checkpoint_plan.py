@@ -60,7 +60,6 @@ from raydelta.protocol.file_actions import (
     action_key,
     canonical_path,
     odd_path_rows,
-    string_values_bytes,
 )
 from raydelta.protocol.reconciliation import TableState
 from raydelta.protocol.shard_hash import (
@@ -132,28 +131,10 @@ def dv_unique_ids(deletion_vectors: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(valid, unique, pa.nulls(len(unique), pa.string()))
 
 
-def _may_have_odd(paths: pa.Array) -> bool:
-    """False only if no value can be odd (:func:`raydelta.protocol.file_actions.odd_path_rows`):
-    every odd path has a ``%`` or a ``:`` somewhere or starts with ``/``.
-
-    The bytes of all values are scanned at once (``memchr``), several times
-    faster than the regex over every row; a ``%`` or ``:`` anywhere (or an
-    unusual array type) sends the caller to the exact per-row test.
-    """
-    if len(paths) == 0:
-        return False
-    data = string_values_bytes(paths)
-    if data is None or b"%" in data or b":" in data:
-        return True
-    return bool(pc.any(pc.starts_with(paths, "/")).as_py())
-
-
 def canonical_paths(paths: pa.Array, table_root: str | None = None) -> pa.Array:
     """:func:`raydelta.protocol.file_actions.canonical_path` of every value:
     plain relative paths as they are (vectorized), the odd ones (encoded,
     absolute, URIs) decoded one by one."""
-    if not _may_have_odd(paths):
-        return paths
     odd = odd_path_rows(paths)
     if not odd:
         return paths

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -142,9 +143,53 @@ def path_spellings(path: str, table_root: str | None = None) -> tuple[str, ...]:
     return tuple(sorted(spellings))
 
 
+def may_have_odd_paths(paths: pa.Array | pa.ChunkedArray) -> bool:
+    """False only if no value can be odd (:func:`odd_path_rows`): every odd
+    path has a ``%`` or a ``:`` somewhere or starts with ``/``.
+
+    The bytes of all values are scanned at once (``memchr``) and the first
+    byte of each value is read through the offsets, far cheaper than the
+    regex per row (whose per-call cost alone is ~0.2 ms); a ``%`` or ``:``
+    anywhere, a leading ``/`` or an unusual array type sends the caller to
+    the exact per-row test.
+    """
+    chunks = paths.chunks if isinstance(paths, pa.ChunkedArray) else [paths]
+    for chunk in chunks:
+        if len(chunk) == 0:
+            continue
+        data = string_values_bytes(chunk)
+        if data is None or b"%" in data or b":" in data:
+            return True
+        if _any_value_starts_with_slash(chunk, data):
+            return True
+    return False
+
+
+def _any_value_starts_with_slash(values: pa.Array, data: bytes) -> bool:
+    """Whether a non-null, non-empty value of ``values`` (a (large) string
+    array whose value bytes are ``data``) starts with ``/``."""
+    if b"/" not in data:
+        return False
+    offset_type = pa.int64() if pa.types.is_large_string(values.type) else pa.int32()
+    offsets = np.frombuffer(
+        values.buffers()[1],
+        dtype=np.int64 if offset_type == pa.int64() else np.int32,
+        count=len(values) + 1,
+        offset=values.offset * offset_type.bit_width // 8,
+    ).astype(np.int64)
+    starts = offsets[:-1] - offsets[0]
+    nonempty = offsets[1:] > offsets[:-1]
+    if values.null_count:
+        nonempty &= values.is_valid().to_numpy(zero_copy_only=False)
+    first_bytes = np.frombuffer(data, dtype=np.uint8)[starts[nonempty]]
+    return bool((first_bytes == ord("/")).any())
+
+
 def odd_path_rows(paths: pa.Array | pa.ChunkedArray) -> list[int]:
     """Rows whose raw path is percent-encoded, absolute or a URI: the only
     rows whose canonical spelling can differ from the raw one."""
+    if not may_have_odd_paths(paths):
+        return []
     mask = pc.match_substring_regex(paths, _ODD_PATH_PATTERN)
     return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()  # type: ignore[no-any-return]
 

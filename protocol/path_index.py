@@ -121,14 +121,18 @@ class PathIndex:
                     continue
                 rows.append(built_row - at)
         overlay_start = self.live_base_rows
-        if self.table.num_rows > overlay_start and wanted:
-            overlay = self.table.column("path").slice(overlay_start)
-            hits = pc.indices_nonzero(pc.is_in(overlay, value_set=pa.array(wanted, pa.string())))
-            rows.extend(overlay_start + i for i in hits.to_pylist())
-        if self.table.num_rows > overlay_start and keys:
-            overlay = self.table.column("path").slice(overlay_start)
-            found = rows_with_canonical_paths(overlay, keys, self.table_root)
-            rows.extend(overlay_start + i for i in found)
+        if self.table.num_rows > overlay_start and (wanted or keys):
+            # Each fold appends a chunk; one contiguous copy of the (small)
+            # overlay keeps every kernel below at one call, not one per chunk.
+            overlay = self.table.column("path").slice(overlay_start).combine_chunks()
+            if wanted:
+                hits = pc.indices_nonzero(
+                    pc.is_in(overlay, value_set=pa.array(wanted, pa.string()))
+                )
+                rows.extend(overlay_start + i for i in hits.to_pylist())
+            if keys:
+                found = rows_with_canonical_paths(overlay, keys, self.table_root)
+                rows.extend(overlay_start + i for i in found)
         return sorted(set(rows))
 
     def after(self, dropped_rows: Iterable[int], result: pa.Table) -> PathIndex:
