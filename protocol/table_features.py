@@ -405,8 +405,21 @@ def ensure_readable(protocol: Protocol) -> None:
         )
 
 
+_last_writable: list[Protocol] = []
+"""The last protocol :func:`ensure_writable` accepted (actions are frozen): a
+table's commits all carry the same protocol object, so its check runs once,
+not once per commit (~0.05 ms of a 1-file commit's ~0.5 ms of CPU)."""
+
+
 def ensure_writable(protocol: Protocol) -> None:
     """Refuse a table raydelta cannot commit to, naming the version or the features."""
+    if _last_writable and _last_writable[0] is protocol:
+        return
+    _check_writable(protocol)
+    _last_writable[:] = [protocol]
+
+
+def _check_writable(protocol: Protocol) -> None:
     _check_versions(protocol, writing=True)
     ensure_readable(protocol)
     needed = supported_features(protocol) | features_required_to_read(protocol)
