@@ -65,10 +65,17 @@ from raydelta.protocol.actions import AddFile
 
 TABLE_HOST = "table_host"
 SYSTEM_CONFIG = {
-    # a removed node is declared dead in ~1.5 s instead of ~30 s
+    # a removed node is declared dead in ~1.5 s instead of ~30 s, and a frozen
+    # one (its raylet stopped: every health check times out instead of being
+    # refused) in ~4.5 s instead of ~30 s (3 timeouts of Ray's default 10 s)
     "health_check_initial_delay_ms": 0,
     "health_check_period_ms": 500,
+    "health_check_timeout_ms": 1000,
     "health_check_failure_threshold": 3,
+    # a worker whose raylet died exits within ~0.1 s (Ray checks every 1 s by
+    # default): with 1 s, the old actor process of ``node_loss`` could serve every
+    # remaining commit before it noticed, so the actor never restarted (seen 1 run in 3)
+    "raylet_death_check_interval_milliseconds": 100,
     "metrics_report_interval_ms": 1000,
 }
 WRITERS = 4
@@ -82,8 +89,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def add_worker(cluster: Cluster) -> Any:
-    return cluster.add_node(num_cpus=1, resources={TABLE_HOST: 1}, metrics_export_port=free_port())
+def add_worker(cluster: Cluster, *, wait: bool = True) -> Any:
+    return cluster.add_node(
+        wait=wait, num_cpus=1, resources={TABLE_HOST: 1}, metrics_export_port=free_port()
+    )
 
 
 def node_of(cluster: Cluster, node_id: str) -> Any:
@@ -150,7 +159,7 @@ def scenario_metrics(cluster: Cluster, root: Path) -> dict[str, Any]:
             sum(v for k, v in series.items() if k.startswith("ray_raydelta_commits")) >= 7
         ):
             break
-        time.sleep(1.0)
+        time.sleep(0.2)
     return {
         "uri": table.uri,
         "status": status,
@@ -371,7 +380,7 @@ def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
         done = [v for k, v in series.items() if k.startswith("ray_raydelta_checkpoint_shards")]
         if done and done[0] >= shards:
             break
-        time.sleep(1.0)
+        time.sleep(0.2)
     return {
         "uri": uri,
         "path": str(path),
@@ -408,8 +417,8 @@ def main(workdir: str, out: str, names: list[str]) -> int:
     )
     results: dict[str, Any] = {}
     try:
-        for _ in range(3):
-            add_worker(cluster)
+        for _ in range(3):  # started one after another, registered together
+            add_worker(cluster, wait=False)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False)
         results["cluster_start_s"] = time.monotonic() - started
