@@ -170,12 +170,12 @@ def _any_value_starts_with_slash(values: pa.Array, data: bytes) -> bool:
     array whose value bytes are ``data``) starts with ``/``."""
     if b"/" not in data:
         return False
-    offset_type = pa.int64() if pa.types.is_large_string(values.type) else pa.int32()
+    offset_dtype = np.dtype(np.int64 if pa.types.is_large_string(values.type) else np.int32)
     offsets = np.frombuffer(
         values.buffers()[1],
-        dtype=np.int64 if offset_type == pa.int64() else np.int32,
+        dtype=offset_dtype,
         count=len(values) + 1,
-        offset=values.offset * offset_type.bit_width // 8,
+        offset=values.offset * offset_dtype.itemsize,
     ).astype(np.int64)
     starts = offsets[:-1] - offsets[0]
     nonempty = offsets[1:] > offsets[:-1]
@@ -194,6 +194,25 @@ def odd_path_rows(paths: pa.Array | pa.ChunkedArray) -> list[int]:
     return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()  # type: ignore[no-any-return]
 
 
+COMBINE_MAX_ROWS = 131_072
+"""Up to this many rows, a chunked path column is copied into one chunk
+before a probe (:func:`contiguous`)."""
+
+
+def contiguous(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``paths`` as one array when it is a small column of several chunks.
+
+    A state that commits are folded into gains a chunk per fold, and every
+    kernel runs once per chunk (with a regex, ~0.2 ms of setup each): one
+    copy of a small column is cheaper than that. Large columns, and columns
+    of one chunk, are returned as they are (no copy).
+    """
+    several = isinstance(paths, pa.ChunkedArray) and paths.num_chunks > 1
+    if several and len(paths) <= COMBINE_MAX_ROWS:
+        return paths.combine_chunks()
+    return paths
+
+
 def rows_with_canonical_paths(
     paths: pa.Array | pa.ChunkedArray, wanted: set[str], table_root: str | None = None
 ) -> list[int]:
@@ -201,6 +220,7 @@ def rows_with_canonical_paths(
     (vectorized for plain relative paths, one decode per odd row)."""
     if not wanted or len(paths) == 0:
         return []
+    paths = contiguous(paths)
     plain = pc.indices_nonzero(
         pc.fill_null(pc.is_in(paths, value_set=pa.array(sorted(wanted), pa.string())), False)
     ).to_pylist()

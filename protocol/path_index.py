@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raydelta.protocol.file_actions import canonical_path, odd_path_rows, rows_with_canonical_paths
+from raydelta.protocol.file_actions import (
+    canonical_path,
+    contiguous,
+    odd_path_rows,
+    rows_with_canonical_paths,
+)
 
 INDEX_MIN_ROWS = 65_536
 """Tables smaller than this are probed by hashing: an index would not pay."""
@@ -122,9 +127,7 @@ class PathIndex:
                 rows.append(built_row - at)
         overlay_start = self.live_base_rows
         if self.table.num_rows > overlay_start and (wanted or keys):
-            # Each fold appends a chunk; one contiguous copy of the (small)
-            # overlay keeps every kernel below at one call, not one per chunk.
-            overlay = self.table.column("path").slice(overlay_start).combine_chunks()
+            overlay = contiguous(self.table.column("path").slice(overlay_start))
             if wanted:
                 hits = pc.indices_nonzero(
                     pc.is_in(overlay, value_set=pa.array(wanted, pa.string()))

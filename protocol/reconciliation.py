@@ -212,11 +212,7 @@ def _drop_keys(
         spellings = {s for p in paths for s in path_spellings(p, table_root)}
         candidates = index.rows_with_paths(spellings, canonical=paths)
     else:
-        column = table.column("path")
-        if column.num_chunks > 1 and table.num_rows < path_index.INDEX_MIN_ROWS:
-            # folds append a chunk each: one small copy beats a kernel call per chunk
-            column = column.combine_chunks()
-        candidates = rows_with_canonical_paths(column, paths, table_root)
+        candidates = rows_with_canonical_paths(table.column("path"), paths, table_root)
     if not candidates:
         return table, []
     candidate_keys = table_keys(table, candidates, table_root)
