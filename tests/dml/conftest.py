@@ -1,7 +1,13 @@
-"""Small tables for the DML tests: rows derived in Python, several files."""
+"""Small tables for the DML tests: rows derived in Python, several files.
+
+Every table a test leaves under its ``tmp_path`` has its actors killed
+afterwards: each is a detached Ray actor (a process of ~100 MB), and the
+session would otherwise keep one or two per test of this folder alive until
+pytest exits."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import raydelta
+from tests.spark_format.conftest import kill_actors_under
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("x", pa.int64())])
 
@@ -23,6 +30,12 @@ FLAVOURS = {
         "delta.enableChangeDataFeed": "true",
     },
 }
+
+
+@pytest.fixture(autouse=True)
+def release_tables(tmp_path: Path) -> Iterator[None]:
+    yield
+    kill_actors_under(tmp_path)
 
 
 def batch(start: int, count: int) -> pa.Table:

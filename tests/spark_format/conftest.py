@@ -17,20 +17,32 @@ from typing import Any
 import pytest
 
 
-def _kill_table_actors(root: Path) -> None:
+def kill_actors_under(root: Path | str) -> None:
+    """Kill (without waiting) every raydelta actor of a table under ``root``:
+    its ``TableActor``, ``CheckpointActor`` and ``CleanupActor``. One listing
+    of the named actors; ``ray.kill`` only asks, so a test's teardown does not
+    wait for the processes to exit (no later test uses their paths). Their
+    saved subscriptions are dropped, as ``raydelta.release_table`` does."""
     import ray
 
+    if not ray.is_initialized():
+        return
     from raydelta.actors.cluster import NAMESPACE, normalize_uri
+    from raydelta.actors.table_actor import forget_subscribers
 
-    prefixes = {normalize_uri(str(root))}
+    prefix = normalize_uri(str(root))
+    tables = set()
     for entry in ray.util.list_named_actors(all_namespaces=True):
         _, _, uri = entry["name"].partition(":")
-        if entry["namespace"] != NAMESPACE or not any(uri.startswith(p) for p in prefixes):
+        if entry["namespace"] != NAMESPACE or not (uri == prefix or uri.startswith(prefix + "/")):
             continue
         try:
             ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE), no_restart=True)
         except ValueError:
             continue
+        tables.add(uri)
+    for uri in tables:
+        forget_subscribers(uri)
 
 
 @pytest.fixture
@@ -44,24 +56,13 @@ def rd_spark(spark: Any, ray_cluster: Any) -> Any:
 @pytest.fixture
 def table_dir(tmp_path: Path, ray_cluster: Any) -> Iterator[str]:
     yield str(tmp_path / "table")
-    _kill_table_actors(tmp_path)
-
-
-SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+    kill_actors_under(tmp_path)
 
 
 def delta_spark_rows(spark: Any, uri: str, columns: list[str]) -> list[Any]:
-    """delta-spark's rows of ``uri``; its log replay runs in 1 task instead of
-    50 for these tiny tables (the session's setting is restored)."""
-    before = spark.conf.get(SNAPSHOT_PARTITIONS, None)
-    spark.conf.set(SNAPSHOT_PARTITIONS, "1")
-    try:
-        return spark.read.format("delta").load(uri).select(*columns).collect()  # type: ignore[no-any-return]
-    finally:
-        if before is None:
-            spark.conf.unset(SNAPSHOT_PARTITIONS)
-        else:
-            spark.conf.set(SNAPSHOT_PARTITIONS, before)
+    """delta-spark's rows of ``uri`` (its log replay on one partition: the
+    session's ``snapshotPartitions``, tests/conftest.py)."""
+    return spark.read.format("delta").load(uri).select(*columns).collect()  # type: ignore[no-any-return]
 
 
 @pytest.fixture
