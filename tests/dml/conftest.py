@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import raydelta
-from tests.spark_format.conftest import kill_actors_under
+from tests.actor_teardown import kill_actors_under
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("x", pa.int64())])
 

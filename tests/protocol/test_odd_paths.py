@@ -18,9 +18,7 @@ from raydelta.protocol.file_actions import may_have_odd_paths, odd_path_rows
 
 ODD = re.compile(r"%|^/|^[A-Za-z][A-Za-z0-9+.-]+:")  # the definition in the docstring
 
-values = st.lists(
-    st.one_of(st.none(), st.text(alphabet="ab/%:1.=_ é", max_size=6)), max_size=12
-)
+values = st.lists(st.one_of(st.none(), st.text(alphabet="ab/%:1.=_ é", max_size=6)), max_size=12)
 
 
 def _expected(raw: list[str | None]) -> list[int]:

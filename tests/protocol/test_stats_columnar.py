@@ -100,9 +100,11 @@ def stats_texts(draw: st.DrawFn) -> str:
     text = json.dumps(stats, separators=(",", ":"))
     if defect == 5:  # damage the text itself
         cut = draw(st.integers(min_value=0, max_value=len(text)))
-        text = text[:cut] + draw(st.sampled_from(["}", "{", "}\n{", "\n", ",", '"', "}{}"])) + text[
-            cut:
-        ]
+        text = (
+            text[:cut]
+            + draw(st.sampled_from(["}", "{", "}\n{", "\n", ",", '"', "}{}"]))
+            + text[cut:]
+        )
     elif defect == 6:
         text = text[: draw(st.integers(min_value=1, max_value=len(text)))]
     elif defect == 7:  # a key given twice

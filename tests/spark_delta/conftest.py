@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark_format.conftest import kill_actors_under
+from tests.actor_teardown import kill_actors_under
 
 
 @pytest.fixture(scope="session")
