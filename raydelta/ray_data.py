@@ -306,6 +306,9 @@ def write_delta(
     table's partitioning must match ``partition_by`` when it is given.
     The table's schema is enforced: a missing, extra or mistyped column, or a
     row that breaks a rule, fails the write and nothing is committed.
+    Each write task receives about ``target_file_size`` bytes of rows (128 MiB
+    by default) and writes files of at most that size, so a dataset of many
+    small blocks makes a few files, not one per block.
     """
     sink = DeltaDatasink(
         uri,
@@ -398,6 +401,16 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
 
     def get_name(self) -> str:
         return "WriteDelta"
+
+    @property
+    def min_bytes_per_write(self) -> int:
+        """Ray Data gathers blocks until a ``write`` call has about one target
+        file's worth of rows (in memory; the file is smaller once encoded), as
+        its parquet sink does with ``min_bytes_per_file``: a dataset of many
+        small blocks becomes a few files, not one file per block."""
+        from raydelta.storage.data_writer import DEFAULT_TARGET_FILE_SIZE
+
+        return self.target_file_size or DEFAULT_TARGET_FILE_SIZE
 
     # --- driver: start -----------------------------------------------------------------
 

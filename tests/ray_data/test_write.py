@@ -208,3 +208,37 @@ def test_schema_is_enforced_and_nothing_committed(workdir: Path) -> None:
     assert list(Path(uri).glob("*.parquet")) == []  # the data writer removed its own files
     ok = write_delta(ray.data.from_arrow(_source(10).select(["id", "region"])), uri)
     assert ok == 1 and read_delta(uri).count() == 10
+
+
+def _added_files(uri: str, version: int) -> list[dict[str, Any]]:
+    return [a["add"] for a in _log_actions(uri, version) if "add" in a]
+
+
+def test_small_blocks_are_gathered_into_one_file_per_target_size(workdir: Path) -> None:
+    """Fifty blocks of a few rows, far below the default target file size
+    together: one write task, one file (not one file per block)."""
+    import ray.data
+
+    source = _source(500)
+    assert source.nbytes < 128 * 1024 * 1024
+    uri = str(workdir / "gathered")
+    version = write_delta(ray.data.from_arrow(_blocks(source, 50)), uri)
+    adds = _added_files(uri, version)
+    assert len(adds) == 1
+    assert json.loads(adds[0]["stats"])["numRecords"] == source.num_rows
+    assert _ids_read_by_deltalake(uri) == source.column("id").to_pylist()
+
+
+def test_a_small_target_file_size_splits_the_rows_into_several_files(workdir: Path) -> None:
+    """With a target of a quarter of the rows' bytes, the write makes more than
+    one file and fewer than one per block, and every row lands once."""
+    import ray.data
+
+    source = _source(2000)
+    blocks = _blocks(source, 40)
+    uri = str(workdir / "split")
+    version = write_delta(ray.data.from_arrow(blocks), uri, target_file_size=source.nbytes // 4)
+    adds = _added_files(uri, version)
+    assert 1 < len(adds) < len(blocks)
+    assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == source.num_rows
+    assert _ids_read_by_deltalake(uri) == source.column("id").to_pylist()
