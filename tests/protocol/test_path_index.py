@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raydelta.protocol import path_index
@@ -41,11 +41,21 @@ def steps(draw: Any) -> list[tuple[list[int], list[str]]]:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.parametrize("search_max_paths", [path_index.SEARCH_MAX_PATHS, 0])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.sampled_from(NAMES), max_size=30), steps(), st.sets(st.sampled_from(NAMES)))
 def test_rows_with_paths_equals_a_scan(
-    base: list[str], history: list[tuple[list[int], list[str]]], wanted: set[str]
+    monkeypatch: pytest.MonkeyPatch,
+    search_max_paths: int,
+    base: list[str],
+    history: list[tuple[list[int], list[str]]],
+    wanted: set[str],
 ) -> None:
+    """Both ways of finding base rows: a binary search per path, and (with
+    ``SEARCH_MAX_PATHS`` 0) one hash probe of the indexed paths."""
+    monkeypatch.setattr(path_index, "SEARCH_MAX_PATHS", search_max_paths)
     table = table_of(base)
     index = PathIndex.build(table)
     assert index.rows_with_paths(wanted) == scan(table, wanted)
