@@ -346,9 +346,7 @@ class CheckpointRunner:
             ]
         planned = time.perf_counter()
         one_task = estimate < self.fan_out_min_actions
-        work = SidecarWork(
-            tuple(pieces), num_shards, exclude, root, tuple(jobs), overflow_job
-        )
+        work = SidecarWork(tuple(pieces), num_shards, exclude, root, tuple(jobs), overflow_job)
         args = (protocol, metadata, now_ms, cutoff)
         if one_task:
             written, reports = self._in_one_task(delta.version, work, args, reused)

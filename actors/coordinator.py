@@ -25,8 +25,10 @@ Invariants:
   written whole is undone in memory and committed again one by one.
 - Committing needs no file listing of the table: conflict checks use the
   winners' actions and the request's read set, so the cost of a commit does
-  not grow with the number of files. The file tables are folded lazily,
-  when a snapshot is asked for.
+  not grow with the number of files. The file tables are folded lazily:
+  when a snapshot is asked for, off the commit path once
+  ``PENDING_FOLD_COMMITS`` commits wait (:meth:`CommitCoordinator.fold_work`),
+  and by a commit itself past ``PENDING_MAX_COMMITS``.
 - Storage is reached through three hooks (``_load_snapshot``,
   ``_read_commits``, ``_put_commit``) plus :meth:`catch_up` and
   ``_load_window``: a catalog's coordinator of a catalog-managed table
@@ -91,6 +93,27 @@ from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
 
 DEFAULT_WINDOW = 1000
 """Recent commits kept in memory for conflict checks and exactly-once lookups."""
+
+PENDING_FOLD_COMMITS = 1024
+"""Commits with file actions not yet folded into the file tables past which
+:meth:`CommitCoordinator.fold_work` offers them for folding (a table actor
+folds them off its lock)."""
+
+PENDING_MAX_COMMITS = 4 * PENDING_FOLD_COMMITS
+"""Past this many, a commit folds them itself: a table only ever appended to,
+whose state nobody asks for, must not keep every commit's actions forever."""
+
+
+@dataclass(frozen=True)
+class PendingFold:
+    """Commits to fold into a file state, taken under the caller's lock and
+    folded outside it (pure: :func:`apply_commits` of immutable states)."""
+
+    base: TableState
+    commits: tuple[tuple[int, Sequence[Action]], ...]
+
+    def run(self) -> TableState:
+        return apply_commits(self.base, self.commits, keep_index=True)
 
 
 @dataclass(frozen=True)
@@ -246,13 +269,39 @@ class CommitCoordinator:
         )
         if any(isinstance(a, (AddFile, RemoveFile)) for a in actions):
             self._pending.append((version, actions))
+            if len(self._pending) >= PENDING_MAX_COMMITS:
+                self._fold_pending()
         return self._remember(version, actions)
 
-    def state(self) -> TableState:
-        """The full reconciled state at :attr:`version` (folds pending commits)."""
+    def _fold_pending(self) -> None:
         if self._pending:
             self._files_base = apply_commits(self._files_base, self._pending, keep_index=True)
             self._pending = []
+
+    def fold_work(self) -> PendingFold | None:
+        """The pending commits to fold, once there are
+        :data:`PENDING_FOLD_COMMITS` of them; hand the result of its ``run``
+        to :meth:`install_fold` (both calls under the same lock as commits)."""
+        if len(self._pending) < PENDING_FOLD_COMMITS:
+            return None
+        return PendingFold(self._files_base, tuple(self._pending))
+
+    def install_fold(self, work: PendingFold, folded: TableState) -> bool:
+        """Make ``folded`` (``work.run()``) the file state, unless the state
+        moved on another way since ``work`` was taken (a snapshot folded the
+        same commits, a reload): then nothing changes and False is returned."""
+        count = len(work.commits)
+        if self._files_base is not work.base or len(self._pending) < count:
+            return False
+        if any(a is not b for a, b in zip(self._pending, work.commits, strict=False)):
+            return False
+        self._files_base = folded
+        self._pending = self._pending[count:]
+        return True
+
+    def state(self) -> TableState:
+        """The full reconciled state at :attr:`version` (folds pending commits)."""
+        self._fold_pending()
         self._files_base = replace(
             self._head, adds=self._files_base.adds, removes=self._files_base.removes
         )

@@ -36,6 +36,10 @@ Invariants:
   opt-in commit channel, :mod:`raydelta.actors.channel`), started the first
   time a client asks for :meth:`channel_address`; a channel call runs
   exactly as the Ray call of the same name, under the same lock.
+- Commits fold nothing into the file tables: once enough are pending
+  (:meth:`~raydelta.actors.coordinator.CommitCoordinator.fold_work`), a
+  background thread folds them outside the lock and installs the result
+  under it, so no commit waits for a fold.
 - It takes no CPU slot (``num_cpus=0``): a table actor is mostly I/O and
   must not starve the tasks that do the heavy work.
 - :meth:`TableActor.status` runs in its own concurrency group, outside the
@@ -63,7 +67,7 @@ import ray
 
 from raydelta.actors.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer
 from raydelta.actors.cluster import NAMESPACE, table_actor_name
-from raydelta.actors.coordinator import CommitCoordinator
+from raydelta.actors.coordinator import CommitCoordinator, PendingFold
 from raydelta.actors.incarnation import gcs_fence
 from raydelta.actors.metrics import CommitCounters, TableMetrics
 from raydelta.protocol.actions import Action
@@ -127,6 +131,7 @@ class TableActor:
         self._resend_missed_events()
         self._channel: ChannelServer | None = None
         self._channel_failed = False
+        self._folding = False
 
     def channel_address(self) -> ChannelAddress | None:
         """Where this incarnation serves its commit channel, started on the first
@@ -177,9 +182,35 @@ class TableActor:
                 if not slot.done:
                     self._commit_queued()
                     self._publish_new_versions()
+                    self._fold_in_background()
         finally:
             self._in_flight -= 1
         return slot.reply()
+
+    def _fold_in_background(self) -> None:
+        """Start folding the pending commits in a thread, if enough wait and
+        no fold runs (the lock is held)."""
+        if self._folding:
+            return
+        work = self._coordinator.fold_work()
+        if work is None:
+            return
+        self._folding = True
+        threading.Thread(target=self._fold, args=(work,), name="raydelta-fold", daemon=True).start()
+
+    def _fold(self, work: PendingFold | None) -> None:
+        """Fold until fewer than the threshold wait (commits go on meanwhile)."""
+        try:
+            while work is not None:
+                folded = work.run()
+                with self._lock:
+                    self._coordinator.install_fold(work, folded)
+                    work = self._coordinator.fold_work()
+                    if work is None:
+                        self._folding = False
+        except Exception:  # the commits stay pending; a snapshot folds them
+            logger.warning("folding pending commits failed", exc_info=True)
+            self._folding = False
 
     def _commit_queued(self) -> None:
         """Commit every queued request, in arrival order, as one group (the lock is held)."""

@@ -335,3 +335,67 @@ def test_published_events_describe_the_commit(tmp_path: Path) -> None:
     assert not event.has_metadata_change and not event.has_protocol_change
     with pytest.raises(VersionNotFoundError):
         coordinator.published_event(9)
+
+
+# --- folding pending commits -------------------------------------------------------------------
+
+
+def _same_files_as_the_log(coordinator: CommitCoordinator, path: Path) -> None:
+    from_files = load_snapshot(f"file://{path}")
+    state = coordinator.state()
+    assert state.version == from_files.version
+    assert sorted(f.path for f in state.add_files()) == sorted(
+        f.path for f in from_files.add_files()
+    )
+    assert sorted(r.path for r in state.remove_files()) == sorted(
+        from_files.all_tombstones.column("path").to_pylist()
+    )
+
+
+def test_commits_nobody_reads_are_folded_once_past_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append-only table whose state is never asked for keeps at most
+    ``PENDING_MAX_COMMITS`` commits' actions unfolded (white box: ``_pending``)."""
+    from raydelta.actors import coordinator as module
+
+    monkeypatch.setattr(module, "PENDING_MAX_COMMITS", 8)
+    coordinator = new_table(tmp_path)
+    most = 0
+    for i in range(30):
+        committed(coordinator.commit(request(i, add(f"date={P1}/{i}.parquet"))))
+        most = max(most, len(coordinator._pending))
+    assert most == 7
+    committed(coordinator.commit(request(30, remove(f"date={P1}/3.parquet"))))
+    _same_files_as_the_log(coordinator, tmp_path)
+
+
+def test_a_fold_done_outside_the_lock_is_installed_only_on_the_state_it_began_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from raydelta.actors import coordinator as module
+
+    monkeypatch.setattr(module, "PENDING_FOLD_COMMITS", 4)
+    coordinator = new_table(tmp_path)
+    for i in range(3):
+        committed(coordinator.commit(request(i, add(f"date={P1}/{i}.parquet"))))
+    assert coordinator.fold_work() is None
+    committed(coordinator.commit(request(3, add(f"date={P2}/3.parquet", P2))))
+    work = coordinator.fold_work()
+    assert work is not None and len(work.commits) == 4
+    folded = work.run()
+    # commits that land while the fold runs stay pending after it is installed
+    committed(coordinator.commit(request(4, remove(f"date={P1}/0.parquet"))))
+    committed(coordinator.commit(request(5, add(f"date={P1}/5.parquet"))))
+    assert coordinator.install_fold(work, folded)
+    _same_files_as_the_log(coordinator, tmp_path)
+
+    for i in range(6, 10):
+        committed(coordinator.commit(request(i, add(f"date={P1}/{i}.parquet"))))
+    stale = coordinator.fold_work()
+    assert stale is not None
+    folded = stale.run()
+    _same_files_as_the_log(coordinator, tmp_path)  # a snapshot folded the same commits
+    committed(coordinator.commit(request(10, remove(f"date={P1}/6.parquet"))))
+    assert not coordinator.install_fold(stale, folded)
+    _same_files_as_the_log(coordinator, tmp_path)

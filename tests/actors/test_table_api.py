@@ -760,3 +760,35 @@ def test_commits_on_a_row_tracking_table_say_whether_row_ids_were_preserved(
 
     tags = [preserved(actions) for _, actions in log_commits(uri)[1:]]
     assert tags == ["true", "false", "true", "true"]
+
+
+def _set_fold_threshold(self: Any, commits: int) -> None:
+    from raydelta.actors import coordinator
+
+    coordinator.PENDING_FOLD_COMMITS = commits
+
+
+def test_pending_commits_are_folded_by_the_actor_in_the_background(
+    new_table: NewTable, make_add: MakeAdd
+) -> None:
+    """White box: with a fold threshold of 4 in the actor's process, the actor
+    folds pending commits without anyone asking for a snapshot, and the state
+    it then serves is the log's."""
+    import ray
+
+    uri, table = new_table()
+    ray.get(table.actor.__ray_call__.remote(_set_fold_threshold, 4))
+    for i in range(13):
+        commit_adds(table, make_add(f"date={P1}/{i}.parquet"))
+
+    def pending(self: Any) -> int:
+        return len(self._coordinator._pending)
+
+    deadline = time.monotonic() + 30
+    while ray.get(table.actor.__ray_call__.remote(pending)) >= 4:
+        assert time.monotonic() < deadline, "the actor never folded its pending commits"
+        time.sleep(0.05)
+    served = ray.get(table.actor.state.remote())
+    assert sorted(f.path for f in served.add_files()) == sorted(
+        f.path for f in load_snapshot(uri).add_files()
+    )
