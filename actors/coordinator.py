@@ -289,14 +289,15 @@ class CommitCoordinator:
     def install_fold(self, work: PendingFold, folded: TableState) -> bool:
         """Make ``folded`` (``work.run()``) the file state, unless the state
         moved on another way since ``work`` was taken (a snapshot folded the
-        same commits, a reload): then nothing changes and False is returned."""
-        count = len(work.commits)
-        if self._files_base is not work.base or len(self._pending) < count:
-            return False
-        if any(a is not b for a, b in zip(self._pending, work.commits, strict=False)):
+        same commits, a reload): then nothing changes and False is returned.
+
+        The pending list is only ever appended to, or emptied together with a
+        new file base; so while the base is ``work.base`` the list still starts
+        with ``work.commits``."""
+        if self._files_base is not work.base:
             return False
         self._files_base = folded
-        self._pending = self._pending[count:]
+        self._pending = self._pending[len(work.commits) :]
         return True
 
     def state(self) -> TableState:

@@ -129,10 +129,7 @@ class PathIndex:
         if self.table.num_rows > overlay_start and (wanted or keys):
             overlay = contiguous(self.table.column("path").slice(overlay_start))
             if wanted:
-                hits = pc.indices_nonzero(
-                    pc.is_in(overlay, value_set=pa.array(wanted, pa.string()))
-                )
-                rows.extend(overlay_start + i for i in hits.to_pylist())
+                rows.extend(overlay_start + i for i in _positions_in(overlay, wanted))
             if keys:
                 found = rows_with_canonical_paths(overlay, keys, self.table_root)
                 rows.extend(overlay_start + i for i in found)
@@ -141,8 +138,7 @@ class PathIndex:
     def _built_rows_of(self, wanted: list[str]) -> list[int]:
         """Build-time rows whose raw path is in ``wanted`` (sorted, distinct)."""
         if len(wanted) > SEARCH_MAX_PATHS:
-            hits = pc.is_in(self.paths, value_set=pa.array(wanted, pa.string()))
-            return pc.indices_nonzero(hits).to_pylist()  # type: ignore[no-any-return]
+            return _positions_in(self.paths, wanted)
         found: list[int] = []
         for path in wanted:
             lo = self._first_at_least(path)
@@ -191,3 +187,9 @@ class PathIndex:
             else:
                 hi = mid
         return lo
+
+
+def _positions_in(paths: pa.Array | pa.ChunkedArray, wanted: list[str]) -> list[int]:
+    """Positions of the values of ``paths`` that are in ``wanted`` (one hash probe)."""
+    hits = pc.is_in(paths, value_set=pa.array(wanted, pa.string()))
+    return pc.indices_nonzero(hits).to_pylist()  # type: ignore[no-any-return]

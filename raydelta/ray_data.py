@@ -371,6 +371,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
         target_file_size: int | None = None,
     ) -> None:
         from raydelta.actors.cluster import normalize_uri
+        from raydelta.storage.data_writer import DEFAULT_TARGET_FILE_SIZE
 
         if mode not in ("append", "overwrite"):
             raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
@@ -387,7 +388,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
         self.partition_by = list(partition_by)
         self.properties = dict(properties or {})
         self.storage_options = storage_options
-        self.target_file_size = target_file_size
+        self.target_file_size: int = target_file_size or DEFAULT_TARGET_FILE_SIZE
         self.protocol: Any = None
         self.metadata: Any = None
         self.committed_version: int | None = None
@@ -408,9 +409,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
         file's worth of rows (in memory; the file is smaller once encoded), as
         its parquet sink does with ``min_bytes_per_file``: a dataset of many
         small blocks becomes a few files, not one file per block."""
-        from raydelta.storage.data_writer import DEFAULT_TARGET_FILE_SIZE
-
-        return self.target_file_size or DEFAULT_TARGET_FILE_SIZE
+        return self.target_file_size
 
     # --- driver: start -----------------------------------------------------------------
 
@@ -461,7 +460,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
     # --- tasks: write ------------------------------------------------------------------
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> list[dict[str, Any]]:
-        from raydelta.storage.data_writer import DEFAULT_TARGET_FILE_SIZE, write_data
+        from raydelta.storage.data_writer import write_data
 
         tables = _arrow_blocks(blocks)
         first = next(tables, None)
@@ -474,7 +473,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
             protocol=self.protocol,
             metadata=self.metadata,
             storage_options=self.storage_options,
-            target_file_size=self.target_file_size or DEFAULT_TARGET_FILE_SIZE,
+            target_file_size=self.target_file_size,
         )
         if result.metadata is not None or result.protocol is not None:
             raise RaydeltaError("a Ray Data write task would change the table's metadata")
