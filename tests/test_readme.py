@@ -13,7 +13,6 @@ killed, and so is every catalog actor the blocks started.
 
 from __future__ import annotations
 
-import os
 import re
 import traceback
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.actor_teardown import kill_actors_under
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -88,26 +89,6 @@ def test_fence_parser() -> None:
     ]
 
 
-def _kill_actors_under(root: Path) -> list[str]:
-    """Kill every raydelta actor (``<kind>:<table uri>``) of a table under ``root``."""
-    import ray
-
-    from raydelta.actors.cluster import NAMESPACE, normalize_uri
-
-    prefixes = {normalize_uri(str(root)), normalize_uri(os.path.realpath(root))}
-    killed = []
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        _, _, uri = entry["name"].partition(":")
-        if entry["namespace"] != NAMESPACE or not any(uri.startswith(p) for p in prefixes):
-            continue
-        try:
-            ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE), no_restart=True)
-        except ValueError:  # died in between
-            continue
-        killed.append(entry["name"])
-    return killed
-
-
 def _kill_new_catalogs(before: set[str]) -> None:
     """Kill the ``catalog:<name>`` actors the README started (they are named by
     catalog, not by table location)."""
@@ -162,5 +143,5 @@ def test_readme_python_blocks_run(
     try:
         run_blocks(blocks)
     finally:
-        _kill_actors_under(tmp_path)
+        kill_actors_under(tmp_path)
         _kill_new_catalogs(before)

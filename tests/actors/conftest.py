@@ -31,9 +31,10 @@ import pyarrow as pa
 import pytest
 
 from raydelta.actors.client import TableClient, create_table
-from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.cluster import normalize_uri
 from raydelta.protocol.actions import Action, AddFile, Protocol, parse_actions
 from raydelta.protocol.file_names import commit_name
+from tests.actor_teardown import kill_actors_under
 
 DEFAULT_SCHEMA = pa.schema([("date", pa.string()), ("value", pa.int64())])
 
@@ -47,29 +48,11 @@ def table_path(uri: str) -> str:
     return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
-def kill_table_actors(prefix_uri: str) -> list[str]:
-    """Kill every table actor whose URI starts with ``prefix_uri``; their names."""
-    import ray
-
-    killed = []
-    prefix = f"table:{prefix_uri}"
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        if entry["namespace"] != NAMESPACE or not entry["name"].startswith(prefix):
-            continue
-        try:
-            ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE), no_restart=True)
-        except ValueError:  # died in between
-            continue
-        killed.append(entry["name"])
-    return killed
-
-
 @pytest.fixture
 def reap_actors(ray_cluster: Any, tmp_path: Path) -> Iterator[str]:
     """Yields the URI prefix of this test's tables; kills their actors at teardown."""
-    prefix = normalize_uri(str(tmp_path))
-    yield prefix
-    kill_table_actors(prefix)
+    yield normalize_uri(str(tmp_path))
+    kill_actors_under(tmp_path)
 
 
 @pytest.fixture
@@ -122,7 +105,7 @@ def module_table(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> 
         return cache[key]
 
     yield get
-    kill_table_actors(normalize_uri(str(root)))
+    kill_actors_under(root)
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pytest
 
 from raydelta.actors.catalog import catalog_actor_name
-from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.cluster import NAMESPACE
 from raydelta.catalog import Catalog
+from tests.actor_teardown import kill_actors_under
 
 SCHEMA = pa.schema([("date", pa.string()), ("value", pa.int64())])
 
@@ -31,14 +32,6 @@ def kill_actor(name: str) -> None:
 
     with contextlib.suppress(ValueError):
         ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
-
-
-def kill_table_actors(prefix_uri: str) -> None:
-    import ray
-
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        if entry["namespace"] == NAMESPACE and entry["name"].startswith(f"table:{prefix_uri}"):
-            kill_actor(entry["name"])
 
 
 @pytest.fixture
@@ -55,4 +48,4 @@ def new_catalog(ray_cluster: Any, tmp_path: Path) -> Iterator[NewCatalog]:
     yield make
     for name in names:
         kill_actor(catalog_actor_name(name))
-    kill_table_actors(normalize_uri(str(tmp_path)))
+    kill_actors_under(tmp_path)
