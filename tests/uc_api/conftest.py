@@ -34,11 +34,11 @@ from typing import Any
 import pytest
 
 from raydelta.actors.catalog import catalog_actor_name
-from raydelta.actors.cluster import normalize_uri
 from raydelta.catalog import Catalog
 from raydelta.protocol.privileges import Privilege
 from raydelta.uc.server import UCServer, serve
-from tests.catalog.conftest import kill_actor, kill_table_actors
+from tests.actor_teardown import kill_actors_under
+from tests.catalog.conftest import kill_actor
 
 
 @dataclass
@@ -113,7 +113,7 @@ def start_uc_server(root: Path, *, authorization: bool = True, **options: Any) -
 def stop_uc_server(fixture: UCServerFixture, tmp_path: Path) -> None:
     fixture.server.stop()
     kill_actor(catalog_actor_name(fixture.catalog.name))
-    kill_table_actors(normalize_uri(str(tmp_path)))
+    kill_actors_under(tmp_path)
 
 
 @pytest.fixture
