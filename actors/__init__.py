@@ -1,9 +1,9 @@
 """raydelta's Ray actors: one class per responsibility.
 
-- :mod:`raydelta.actors.table_actor`: ``TableActor``, one per table, owns its history;
-- :mod:`raydelta.actors.checkpoint_actor`: ``CheckpointActor``, builds checkpoints;
-- :mod:`raydelta.actors.cleanup_actor`: ``CleanupActor``, metadata cleanup and VACUUM;
-- :mod:`raydelta.actors.client`: ``TableClient`` and ``Transaction``, the
+- :mod:`raydelta.actors.table.actor`: ``TableActor``, one per table, owns its history;
+- :mod:`raydelta.actors.checkpoint.actor`: ``CheckpointActor``, builds checkpoints;
+- :mod:`raydelta.actors.cleanup.actor`: ``CleanupActor``, metadata cleanup and VACUUM;
+- :mod:`raydelta.actors.table.client`: ``TableClient`` and ``Transaction``, the
   log-level handle on a ``TableActor``;
 - :mod:`raydelta.actors.cluster`: the namespace, Ray start-up and actor lookup.
 

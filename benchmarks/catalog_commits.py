@@ -71,8 +71,8 @@ def run_mode(root: str, mode: str, writers: list[int], commits: int) -> dict[str
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.client import create_table, open_table
     from raydelta.actors.cluster import NAMESPACE
+    from raydelta.actors.table.client import create_table, open_table
     from raydelta.catalog import Catalog
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)

@@ -107,7 +107,7 @@ def peak_rss_mb() -> float:
     ``execve`` from the process that started the child, so after a child
     that held a million files every later child would report at least that.
     """
-    from raydelta.actors.process_memory import peak_rss_mb as own_peak
+    from raydelta.actors.checkpoint.process_memory import peak_rss_mb as own_peak
 
     return own_peak()
 
@@ -138,8 +138,8 @@ def warm_workers(ray: Any, count: int = 2) -> None:
 
     @ray.remote(num_cpus=1)  # type: ignore[untyped-decorator]
     def warm(seconds: float) -> int:
-        import raydelta.actors.checkpoint_actor
-        import raydelta.storage.checkpoint_sources  # noqa: F401
+        import raydelta.actors.checkpoint.actor
+        import raydelta.storage.checkpoint.sources  # noqa: F401
 
         time.sleep(seconds)
         return os.getpid()
@@ -153,7 +153,7 @@ def ours_setup() -> None:
     """Cluster, the table's actor, warm workers (untimed)."""
     global _HANDLE
     ray = start_ray()
-    from raydelta.actors.checkpoint_actor import checkpoint_actor
+    from raydelta.actors.checkpoint.actor import checkpoint_actor
 
     _HANDLE = checkpoint_actor(os.environ[TABLE_ENV])
     ray.get(_HANDLE.ping.remote())
@@ -253,7 +253,7 @@ def pyarrow_setup() -> None:
 def pyarrow_write(path: str) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
-    from raydelta.storage.checkpoint_writer import parquet_write_options
+    from raydelta.storage.checkpoint.writer import parquet_write_options
 
     pq.write_table(_ROWS, path, **parquet_write_options(_ROWS.schema))
     return {"rows": _ROWS.num_rows, "bytes": os.path.getsize(path), "peak_rss_mb": peak_rss_mb()}

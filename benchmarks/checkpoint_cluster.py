@@ -61,7 +61,7 @@ def run_on_cluster(num_nodes: int) -> dict[str, Any]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     import benchmarks.checkpoint as checkpoint_bench
-    from raydelta.actors.checkpoint_actor import MAX_CONCURRENCY, CheckpointActor
+    from raydelta.actors.checkpoint.actor import MAX_CONCURRENCY, CheckpointActor
     from raydelta.actors.cluster import NAMESPACE, checkpoint_actor_name, start_actor
 
     cluster = Cluster(

@@ -59,8 +59,8 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import raydelta.actors.client
-    import raydelta.storage.log_store  # noqa: F401
+    import raydelta.actors.table.client
+    import raydelta.storage.log.store  # noqa: F401
 
 
 def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
@@ -68,10 +68,10 @@ def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
     import ray
     from fsspec.implementations.local import LocalFileSystem
 
-    from raydelta.actors.client import create_table
+    from raydelta.actors.table.client import create_table
     from raydelta.protocol.actions import AddFile
     from raydelta.protocol.file_names import commit_name
-    from raydelta.storage.log_store import LocalLogStore
+    from raydelta.storage.log.store import LocalLogStore
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     table_dir = Path(root, f"ours-{transport}")

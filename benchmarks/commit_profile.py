@@ -3,7 +3,7 @@
 One writer commits ``--commits`` 1-file blind appends (the request
 ``table.append_files`` sends) to a fresh local table, three ways:
 
-- ``inline``: a :class:`~raydelta.actors.coordinator.CommitCoordinator` in
+- ``inline``: a :class:`~raydelta.actors.table.coordinator.CommitCoordinator` in
   this process, no Ray: the actor's own work alone;
 - ``ray``: through the ``TableActor`` with plain Ray calls (the default);
 - ``channel``: through the same actor over the opt-in commit channel.
@@ -50,17 +50,17 @@ COUNTERS = ("groups", "grouped_requests")
 STATS = '{"numRecords":100,"minValues":{"id":0},"maxValues":{"id":99},"nullCount":{"id":0}}'
 
 STAGES = (
-    ("validate", "raydelta.actors.coordinator", "validate_commit"),
-    ("conflicts", "raydelta.actors.coordinator", "check_conflicts"),
-    ("rebase", "raydelta.actors.coordinator", "rebase"),
-    ("serialize", "raydelta.actors.coordinator", "serialize_actions"),
+    ("validate", "raydelta.actors.table.coordinator", "validate_commit"),
+    ("conflicts", "raydelta.actors.table.coordinator", "check_conflicts"),
+    ("rebase", "raydelta.actors.table.coordinator", "rebase"),
+    ("serialize", "raydelta.actors.table.coordinator", "serialize_actions"),
 )
 
 
 def install_stage_timers(_actor: Any = None) -> bool:
     """Wrap the commit path's stages in this process (idempotent); returns True."""
-    import raydelta.actors.coordinator as coordinator_module
-    import raydelta.storage.log_store as log_store_module
+    import raydelta.actors.table.coordinator as coordinator_module
+    import raydelta.storage.log.store as log_store_module
 
     if getattr(coordinator_module, "_profile_times", None) is not None:
         return True
@@ -111,7 +111,7 @@ def install_stage_timers(_actor: Any = None) -> bool:
 
 
 def take_stage_times(_actor: Any = None) -> dict[str, float]:
-    import raydelta.actors.coordinator as coordinator_module
+    import raydelta.actors.table.coordinator as coordinator_module
 
     times: dict[str, float] = coordinator_module._profile_times  # type: ignore[attr-defined]
     out = dict(times)
@@ -185,7 +185,7 @@ def _floor(root: Path, commits: int, data: bytes) -> dict[str, Any]:
     from fsspec.implementations.local import LocalFileSystem
 
     from raydelta.protocol.file_names import commit_name
-    from raydelta.storage.log_store import LocalLogStore
+    from raydelta.storage.log.store import LocalLogStore
 
     store = LocalLogStore(LocalFileSystem(), str(root / "floor"), fsync=True)
     seconds = []
@@ -199,7 +199,7 @@ def _floor(root: Path, commits: int, data: bytes) -> dict[str, Any]:
 def run_inline(root: Path, commits: int) -> dict[str, Any]:
     import pyarrow as pa
 
-    from raydelta.actors.coordinator import CommitCoordinator
+    from raydelta.actors.table.coordinator import CommitCoordinator
     from raydelta.protocol.actions import Metadata, Protocol
     from raydelta.protocol.events import CommitRequest, ReadSet
     from raydelta.protocol.schema import serialize_schema
@@ -256,7 +256,7 @@ def run_actor(root: Path, commits: int, transport: str) -> dict[str, Any]:
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.client import create_table
+    from raydelta.actors.table.client import create_table
 
     uri = (root / f"actor-{transport}").as_uri()
     table = create_table(
@@ -320,7 +320,7 @@ def run_concurrent(root: Path, seconds: float, transport: str, writers: int) -> 
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.client import create_table, open_table
+    from raydelta.actors.table.client import create_table, open_table
 
     uri = (root / f"group-{transport}").as_uri()
     table = create_table(uri, schema=pa.schema([("id", pa.int64())]))

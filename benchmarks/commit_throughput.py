@@ -11,7 +11,7 @@ time, for ``--seconds`` seconds, on a fresh table per engine and level:
   each in a fresh driver process: ``ray`` (plain Ray actor calls, the
   default transport) and ``channel`` (the opt-in commit channel,
   ``use_channel=True``: a direct authenticated socket to the actor,
-  :mod:`raydelta.actors.channel`);
+  :mod:`raydelta.actors.table.channel`);
 - peer (delta-rs): each writer is a ``multiprocessing`` process looping
   ``dt.update_incremental(); dt.create_write_transaction([AddAction(...)],
   "append", schema)`` with delta-rs's default commit retries (15) and
@@ -84,7 +84,7 @@ class OursWriter:
 
     def prepare(self) -> str:
         """Import, open the table and make one warm-up commit (not counted)."""
-        from raydelta.actors.client import open_table
+        from raydelta.actors.table.client import open_table
 
         self.table = open_table(self.uri, use_channel=self.use_channel)
         record = self._commit_one("warmup")
@@ -149,7 +149,7 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import raydelta.actors.client  # noqa: F401
+    import raydelta.actors.table.client  # noqa: F401
 
 
 def ours_run(
@@ -159,7 +159,7 @@ def ours_run(
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.client import create_table
+    from raydelta.actors.table.client import create_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     writer_class: Any = ray.remote(num_cpus=0, max_restarts=0)(OursWriter)

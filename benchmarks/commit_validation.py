@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not write the result file")
     ns = parser.parse_args(argv)
 
-    from raydelta.actors.client import create_table, release_table
+    from raydelta.actors.table.client import create_table, release_table
     from raydelta.protocol.commit_rules import validate_commit
 
     workdir = tempfile.mkdtemp(prefix="raydelta-bench-validation-")

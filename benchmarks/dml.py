@@ -67,7 +67,7 @@ def build_table(path: str, rows: int, files: int, dv: bool) -> None:
     import ray
 
     import raydelta
-    from raydelta.storage.data_writer import write_data
+    from raydelta.storage.data.writer import write_data
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     properties = {"delta.enableDeletionVectors": "true"} if dv else {}
@@ -104,7 +104,7 @@ def _source(rows: int) -> Any:
 
 
 def _warm_worker() -> int:
-    import raydelta.storage.dml_files  # noqa: F401
+    import raydelta.storage.data.dml  # noqa: F401
 
     return os.getpid()
 

@@ -80,7 +80,7 @@ def size_label(num_files: int) -> str:
 
 
 def peak_rss_mb() -> float:
-    from raydelta.actors.process_memory import peak_rss_mb as own_peak
+    from raydelta.actors.checkpoint.process_memory import peak_rss_mb as own_peak
 
     return own_peak()
 
@@ -227,7 +227,7 @@ def state_counts(uri: str) -> dict[str, Any]:
 def commit_setup() -> None:
     import ray  # noqa: F401
 
-    import raydelta.actors.client  # noqa: F401
+    import raydelta.actors.table.client  # noqa: F401
 
 
 def _actor_memory(table: Any) -> dict[str, Any]:
@@ -237,8 +237,8 @@ def _actor_memory(table: Any) -> dict[str, Any]:
         import os as os_
         import socket
 
-        from raydelta.actors.process_memory import memory_mb
-        from raydelta.actors.process_memory import peak_rss_mb as own_peak
+        from raydelta.actors.checkpoint.process_memory import memory_mb
+        from raydelta.actors.checkpoint.process_memory import peak_rss_mb as own_peak
 
         return {
             "pid": os_.getpid(),
@@ -274,8 +274,8 @@ def commit_run(uri: str, repeat: int, expected_version: int, expected_files: int
     """Open (the actor loads the table), one warm-up commit, ``repeat`` timed commits."""
     import ray
 
-    from raydelta.actors.client import open_table
     from raydelta.actors.cluster import NAMESPACE
+    from raydelta.actors.table.client import open_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     try:
@@ -331,7 +331,7 @@ def limit_write(out: str) -> dict[str, Any]:
     """pyarrow writes the rows in one file with our checkpoint writer's settings."""
     import pyarrow.parquet as pq
 
-    from raydelta.storage.checkpoint_writer import parquet_write_options
+    from raydelta.storage.checkpoint.writer import parquet_write_options
 
     options = parquet_write_options(_ROWS.schema)
     pq.write_table(_ROWS, out, **options)
@@ -424,9 +424,6 @@ def verify_checkpoint(root: str, version: int, expected: dict[str, Any]) -> dict
 
 def vacuum_setup() -> None:
     import deltalake  # noqa: F401
-
-    import raydelta.storage.snapshot
-    import raydelta.storage.vacuum  # noqa: F401
 
 
 def vacuum_run(uri: str, engine: str, mode: str) -> dict[str, Any]:

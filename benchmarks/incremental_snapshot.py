@@ -50,13 +50,13 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import raydelta.actors.client  # noqa: F401
+    import raydelta.actors.table.client  # noqa: F401
 
 
 def ours_run(uri: str, repeat: int, expected_version: int, expected_files: int) -> dict[str, Any]:
     import ray
 
-    from raydelta.actors.client import open_table
+    from raydelta.actors.table.client import open_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     table = open_table(uri)

@@ -62,7 +62,7 @@ class S3OursWriter(OursWriter):
         self.options = options
 
     def prepare(self) -> str:
-        from raydelta.actors.client import open_table
+        from raydelta.actors.table.client import open_table
 
         self.table = open_table(self.uri, storage_options=self.options)
         record = self._commit_one("warmup")
@@ -75,14 +75,14 @@ def ours_setup() -> None:
     import pyarrow  # noqa: F401
     import ray  # noqa: F401
 
-    import raydelta.actors.client  # noqa: F401
+    import raydelta.actors.table.client  # noqa: F401
 
 
 def ours_run(bucket: str, options: dict[str, str], levels: list[int], seconds: float) -> Any:
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.client import create_table
+    from raydelta.actors.table.client import create_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     writer_class: Any = ray.remote(num_cpus=0, max_restarts=0)(S3OursWriter)
@@ -181,7 +181,7 @@ def verify_log(
 ) -> dict[str, Any]:
     """The checks of :func:`benchmarks.commit_throughput.verify_log`, on the log in S3."""
     from raydelta.protocol.file_names import LogFileKind
-    from raydelta.storage.log_store import log_store_for
+    from raydelta.storage.log.store import log_store_for
 
     store = log_store_for(uri, options)
     commits = [f for f in store.list_from(0) if f.kind is LogFileKind.COMMIT]

@@ -20,7 +20,7 @@ Both engines open the table inside the timed work (``load_snapshot`` /
 Both must report the same set of files, else the run fails. Goal: ours <=
 0.5x delta-rs in each mode at 100k and 1M files (median wall time of open +
 vacuum). Ours opens the table with VACUUM's own column read of the log
-(``storage/vacuum_log.py``), delta-rs with ``DeltaTable(uri)``.
+(``storage/cleanup/log_references.py``), delta-rs with ``DeltaTable(uri)``.
 
 Run: ``python -m benchmarks.vacuum [--sizes 100000,1000000] [--files N] [--repeat R]``
 (1,000 files per partition unless ``--partitions``; the 1M-file table takes a
@@ -55,8 +55,8 @@ DAY_MS = 86_400_000
 
 def build_table(root: Path, *, num_files: int, num_partitions: int) -> dict[str, Any]:
     """Write the table described in the module docstring; return its description."""
-    from raydelta.storage.checkpoint_writer import write_v1_checkpoint
-    from raydelta.storage.log_store import log_store_for
+    from raydelta.storage.checkpoint.writer import write_v1_checkpoint
+    from raydelta.storage.log.store import log_store_for
     from raydelta.storage.snapshot import load_snapshot
 
     now = int(time.time() * 1000)
@@ -160,14 +160,13 @@ def cached_table(params: dict[str, Any], *, rebuild: bool = False) -> tuple[Path
 
 
 def ours_setup() -> None:
-    import raydelta.storage.vacuum
-    import raydelta.storage.vacuum_log  # noqa: F401
+    pass
 
 
 def _ours(uri: str, lite: bool) -> dict[str, Any]:
-    from raydelta.storage.log_store import log_store_for
-    from raydelta.storage.vacuum import vacuum
-    from raydelta.storage.vacuum_log import load_vacuum_view
+    from raydelta.storage.cleanup.log_references import load_vacuum_view
+    from raydelta.storage.cleanup.vacuum import vacuum
+    from raydelta.storage.log.store import log_store_for
 
     started = time.perf_counter()
     store = log_store_for(uri)

@@ -47,30 +47,30 @@ from raydelta.protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from raydelta.actors.checkpoint_results import CheckpointSummary
+    from raydelta.actors.checkpoint.results import CheckpointSummary
     from raydelta.actors.cluster import connect
     from raydelta.catalog import Catalog, CatalogTable
     from raydelta.protocol.catalog_managed import RatifiedCommit
     from raydelta.protocol.durations import parse_duration
     from raydelta.protocol.privileges import Privilege
-    from raydelta.storage.history import HistoryEntry
-    from raydelta.storage.metadata_cleanup import MetadataCleanupReport
+    from raydelta.storage.cleanup.metadata import MetadataCleanupReport
+    from raydelta.storage.cleanup.vacuum import VacuumReport
+    from raydelta.storage.log.history import HistoryEntry
     from raydelta.storage.snapshot import Snapshot
-    from raydelta.storage.vacuum import VacuumReport
     from raydelta.table import History, Table, Transaction, create_table, open_table, release_table
 
 _LAZY = {
-    "CheckpointSummary": "raydelta.actors.checkpoint_results",
+    "CheckpointSummary": "raydelta.actors.checkpoint.results",
     "connect": "raydelta.actors.cluster",
     "Catalog": "raydelta.catalog",
     "CatalogTable": "raydelta.catalog",
     "RatifiedCommit": "raydelta.protocol.catalog_managed",
     "parse_duration": "raydelta.protocol.durations",
     "Privilege": "raydelta.protocol.privileges",
-    "HistoryEntry": "raydelta.storage.history",
-    "MetadataCleanupReport": "raydelta.storage.metadata_cleanup",
+    "HistoryEntry": "raydelta.storage.log.history",
+    "MetadataCleanupReport": "raydelta.storage.cleanup.metadata",
     "Snapshot": "raydelta.storage.snapshot",
-    "VacuumReport": "raydelta.storage.vacuum",
+    "VacuumReport": "raydelta.storage.cleanup.vacuum",
     "History": "raydelta.table",
     "Table": "raydelta.table",
     "Transaction": "raydelta.table",

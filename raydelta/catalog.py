@@ -34,24 +34,28 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from raydelta.actors.catalog import CatalogActor, CatalogSettings, catalog_actor_name
-from raydelta.actors.catalog_client import CatalogTableClient, CommitMode
-from raydelta.actors.client import new_table_actions
+from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog_actor_name
+from raydelta.actors.catalog.client import CatalogTableClient, CommitMode
 from raydelta.actors.cluster import get_unwrapped, normalize_uri, start_actor
+from raydelta.actors.table.client import new_table_actions
 from raydelta.protocol.catalog_managed import RatifiedCommits
 from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import CatalogManagedTableError, InvalidArgumentError
 from raydelta.protocol.privileges import Privilege, parse_privileges
 from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
-from raydelta.storage.history import load_history
-from raydelta.storage.ratified_store import RatifiedCommitStore, SqliteRatifiedStore, TableEntry
+from raydelta.storage.catalog.ratified_store import (
+    RatifiedCommitStore,
+    SqliteRatifiedStore,
+    TableEntry,
+)
+from raydelta.storage.log.history import load_history
 from raydelta.table import CheckpointKind, History, Table, _check_bool, _check_choice
 
 if TYPE_CHECKING:
-    from raydelta.actors.checkpoint_results import CheckpointSummary
-    from raydelta.storage.metadata_cleanup import MetadataCleanupReport
-    from raydelta.storage.vacuum import VacuumReport
+    from raydelta.actors.checkpoint.results import CheckpointSummary
+    from raydelta.storage.cleanup.metadata import MetadataCleanupReport
+    from raydelta.storage.cleanup.vacuum import VacuumReport
     from raydelta.uc.server import UCServer
 
 DEFAULT_ROOT = "raydelta-catalog"
@@ -88,7 +92,7 @@ class CatalogTable(CatalogTableClient, Table):
 
     def checkpoint(self, *, kind: CheckpointKind = "auto") -> CheckpointSummary:
         """Checkpoint the newest published version (see the class docstring)."""
-        from raydelta.actors.checkpoint_runner import CheckpointRunner
+        from raydelta.actors.checkpoint.runner import CheckpointRunner
 
         _check_choice("kind", kind, ("auto", "v2", "classic"))
         published = self._maintenance_version()
@@ -106,7 +110,7 @@ class CatalogTable(CatalogTableClient, Table):
         commits, checkpoints, compactions, checksums, and the staged commits at
         or below the kept checkpoint. ``now_ms`` overrides the clock (the
         cutoff is midnight UTC of ``now - retention``)."""
-        from raydelta.storage.metadata_cleanup import cleanup_metadata
+        from raydelta.storage.cleanup.metadata import cleanup_metadata
 
         _check_bool("dry_run", dry_run)
         retention_ms = duration_ms(retention)
@@ -130,7 +134,7 @@ class CatalogTable(CatalogTableClient, Table):
     ) -> VacuumReport:
         """VACUUM against the latest ratified version (files of commits not yet
         published stay); options as :meth:`raydelta.Table.vacuum`."""
-        from raydelta.storage.vacuum import vacuum
+        from raydelta.storage.cleanup.vacuum import vacuum
 
         for option, value in (
             ("dry_run", dry_run),

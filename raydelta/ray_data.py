@@ -15,7 +15,7 @@ Each task reads its files with :func:`raydelta.storage.scan.scan`.
 
 Writing (:func:`write_delta`): a :class:`ray.data.Datasink`. Its write tasks
 write parquet files in parallel through the one data writer
-(:func:`raydelta.storage.data_writer.write_data`: schema enforcement, NOT
+(:func:`raydelta.storage.data.writer.write_data`: schema enforcement, NOT
 NULL, invariants, CHECK constraints, generated and default columns, column
 mapping, full statistics) and return their ``add`` actions; the driver then
 commits them all as ONE transaction through the table's ``TableActor``.
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raydelta.actors.transaction import Transaction
+from raydelta.actors.table.transaction import Transaction
 from raydelta.protocol.actions import AddFile
 from raydelta.protocol.errors import (
     InvalidArgumentError,
@@ -371,7 +371,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
         target_file_size: int | None = None,
     ) -> None:
         from raydelta.actors.cluster import normalize_uri
-        from raydelta.storage.data_writer import DEFAULT_TARGET_FILE_SIZE
+        from raydelta.storage.data.writer import DEFAULT_TARGET_FILE_SIZE
 
         if mode not in ("append", "overwrite"):
             raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
@@ -417,10 +417,10 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
         """Read the table's head from storage (the ``TableActor`` starts meanwhile:
         nothing waits for it until the commit); a missing table gets the
         protocol and metadata of its version 0, committed with the data."""
-        from raydelta.actors.client import new_table_actions
+        from raydelta.actors.table.client import new_table_actions
         from raydelta.protocol.errors import TableNotFoundError
         from raydelta.protocol.schema_arrow import from_arrow
-        from raydelta.storage.data_writer import check_writable
+        from raydelta.storage.data.writer import check_writable
         from raydelta.storage.snapshot import load_snapshot, load_table_head
         from raydelta.table import Table
 
@@ -460,7 +460,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
     # --- tasks: write ------------------------------------------------------------------
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> list[dict[str, Any]]:
-        from raydelta.storage.data_writer import write_data
+        from raydelta.storage.data.writer import write_data
 
         tables = _arrow_blocks(blocks)
         first = next(tables, None)
@@ -495,7 +495,7 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
             self._driver = {}
 
     def _commit(self, adds: list[AddFile]) -> int:
-        from raydelta.actors.client import TableClient
+        from raydelta.actors.table.client import TableClient
         from raydelta.protocol.errors import MetadataChangedException, TableAlreadyExistsError
         from raydelta.protocol.events import CommitRequest, ReadSet
 

@@ -10,7 +10,7 @@
 Invariants:
 - Every write goes through the table's one ``TableActor`` (conflicts checked
   and rebased there); data files are written by the one data writer
-  (:mod:`raydelta.storage.data_writer`), which enforces the schema and the
+  (:mod:`raydelta.storage.data.writer`), which enforces the schema and the
   data rules of every writer feature the table has. A failed write commits
   nothing.
 - A write records the version it read: a concurrent metadata or protocol
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from raydelta.actors.client import TableClient, commit_create
-from raydelta.actors.client import release_table as release_table
-from raydelta.actors.transaction import Transaction
+from raydelta.actors.table.client import TableClient, commit_create
+from raydelta.actors.table.client import release_table as release_table
+from raydelta.actors.table.transaction import Transaction
 from raydelta.protocol.errors import (
     InvalidArgumentError,
     TableAlreadyExistsError,
@@ -45,17 +45,17 @@ from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.predicates import Predicate
 from raydelta.protocol.schema import physical_name
 from raydelta.protocol.table_configuration import TableConfiguration
-from raydelta.storage.history import HistoryEntry, load_history
+from raydelta.storage.log.history import HistoryEntry, load_history
 from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
 
 if TYPE_CHECKING:
-    from raydelta.actors.checkpoint_results import CheckpointSummary
+    from raydelta.actors.checkpoint.results import CheckpointSummary
     from raydelta.dml.merge import TableMerger
     from raydelta.dml.optimize import TableOptimizer
     from raydelta.protocol.dml_metrics import DeleteMetrics, RestoreMetrics, UpdateMetrics
-    from raydelta.storage.data_writer import WriteResult
-    from raydelta.storage.metadata_cleanup import MetadataCleanupReport
-    from raydelta.storage.vacuum import VacuumReport
+    from raydelta.storage.cleanup.metadata import MetadataCleanupReport
+    from raydelta.storage.cleanup.vacuum import VacuumReport
+    from raydelta.storage.data.writer import WriteResult
 
 SchemaMode = Literal["merge", "overwrite"]
 CheckpointKind = Literal["auto", "v2", "classic"]
@@ -140,7 +140,7 @@ def open_table(
 class Table(TableClient):
     """A Delta table: write and read data, change it, keep it healthy.
 
-    The log-level methods of :class:`~raydelta.actors.client.TableClient`
+    The log-level methods of :class:`~raydelta.actors.table.client.TableClient`
     (``transaction()``, ``append_files()``, ``snapshot()``) stay available,
     and :attr:`actor` is the named Ray handle of the table's ``TableActor``.
     """
@@ -180,7 +180,7 @@ class Table(TableClient):
         self, data: Any, *, mode: str, schema_mode: SchemaMode | None, where: str | None
     ) -> int:
         from raydelta.progress import Bar
-        from raydelta.storage.data_writer import check_writable, write_data
+        from raydelta.storage.data.writer import check_writable, write_data
 
         # an append needs the protocol and metadata only; an overwrite the files too
         snapshot = self.snapshot() if mode == "Overwrite" else None
@@ -403,7 +403,7 @@ class Table(TableClient):
     def checkpoint_actor(self) -> Any:
         """The named Ray handle of this table's ``CheckpointActor`` (started and
         subscribed to the table's commits if none runs)."""
-        from raydelta.actors.checkpoint_actor import ensure_checkpointer
+        from raydelta.actors.checkpoint.actor import ensure_checkpointer
 
         return ensure_checkpointer(self)
 
@@ -411,7 +411,7 @@ class Table(TableClient):
     def cleanup_actor(self) -> Any:
         """The named Ray handle of this table's ``CleanupActor`` (started and
         subscribed to the table's commits if none runs)."""
-        from raydelta.actors.cleanup_actor import ensure_cleaner
+        from raydelta.actors.cleanup.actor import ensure_cleaner
 
         return ensure_cleaner(self)
 
@@ -528,8 +528,8 @@ def _delete_written(
     result: WriteResult, table_uri: str, storage_options: dict[str, Any] | None
 ) -> None:
     """Remove the data files of a write that will not be committed."""
-    from raydelta.storage.data_files import data_file_path
-    from raydelta.storage.log_store import split_uri
+    from raydelta.storage.data.files import data_file_path
+    from raydelta.storage.log.store import split_uri
 
     fs, root = split_uri(table_uri, storage_options)
     for add in result.adds:
@@ -542,7 +542,7 @@ class History:
     An Arrow table (:meth:`to_arrow`, or ``pa.table(history)`` through the
     Arrow C stream interface) with columns ``version``, ``timestamp``
     (UTC), ``operation``, ``operationParameters`` and ``commitInfo`` (JSON
-    text); iterating yields :class:`~raydelta.storage.history.HistoryEntry`.
+    text); iterating yields :class:`~raydelta.storage.log.history.HistoryEntry`.
     """
 
     def __init__(self, entries: Sequence[HistoryEntry]) -> None:

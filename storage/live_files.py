@@ -37,16 +37,16 @@ from raydelta.protocol.errors import CorruptLogError
 from raydelta.protocol.file_actions import ADD_SCHEMA, actions_to_table
 from raydelta.protocol.file_names import LogFileKind
 from raydelta.protocol.reconciliation import TableState, apply_commits
-from raydelta.storage.catalog_commits import catalog_view
-from raydelta.storage.data_files import table_root_key_of
-from raydelta.storage.log_reader import (
+from raydelta.storage.catalog.commits import catalog_view
+from raydelta.storage.data.files import table_root_key_of
+from raydelta.storage.log.reader import (
     STREAM_BATCH_ROWS,
     CheckpointContents,
     checkpoint_head,
     iter_parquet_actions,
     sidecar_path,
 )
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import _check_replayed, _listing, _read_units, _segment
 
 _KEY_COLUMNS = ("path", "deletionVector", "size", "modificationTime")
@@ -116,7 +116,7 @@ def iter_live_files_from_store(
         raise ValueError(f"unknown add columns {unknown}; known: {ADD_SCHEMA.names}")
     view = catalog_view(ratified_commits, latest_ratified_version)
     listing = _listing(uri, store, view)
-    from raydelta.storage.log_reader import read_last_checkpoint
+    from raydelta.storage.log.reader import read_last_checkpoint
 
     segment, inline = _segment(uri, store, listing, read_last_checkpoint(store), version, view)
     root = table_root_key_of(store.fs, store.table_root)

@@ -3,7 +3,7 @@
 Invariants:
 - The rows returned are exactly the live rows of the snapshot that satisfy the
   filter: each file's rows minus those its deletion vector marks, partition
-  columns filled from the log (:func:`raydelta.storage.data_files.read_logical_file`),
+  columns filled from the log (:func:`raydelta.storage.data.files.read_logical_file`),
   then the filter applied row by row with SQL semantics (NULL is not true).
 - File pruning is conservative: a file is skipped only when its partition
   values or its statistics prove no row can match; unknown or unparsable
@@ -40,7 +40,7 @@ from raydelta.protocol.predicates import (
 from raydelta.protocol.schema import DataType, PrimitiveType, StructField, StructType, physical_name
 from raydelta.protocol.schema_arrow import data_type_to_arrow, to_arrow
 from raydelta.protocol.statistics import FileStatistics, parse_stats
-from raydelta.storage.data_files import read_logical_file
+from raydelta.storage.data.files import read_logical_file
 
 Filter: TypeAlias = "str | Predicate | pc.Expression"
 READ_THREADS = 8

@@ -71,7 +71,7 @@ from raydelta.protocol.reconciliation import TableHead, TableState, apply_commit
 from raydelta.protocol.schema import StructType
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
-from raydelta.storage.catalog_commits import (
+from raydelta.storage.catalog.commits import (
     INLINE_PREFIX,
     InlineCommits,
     catalog_commit_timestamps,
@@ -79,16 +79,16 @@ from raydelta.storage.catalog_commits import (
     published_commits,
     ratified_files,
 )
-from raydelta.storage.data_files import table_root_key_of
-from raydelta.storage.log_compaction import replay_compactions_safely
-from raydelta.storage.log_reader import (
+from raydelta.storage.data.files import table_root_key_of
+from raydelta.storage.log.compaction import replay_compactions_safely
+from raydelta.storage.log.reader import (
     checkpoint_head,
     checkpoint_state,
     first_commit_info,
     read_commits,
     read_last_checkpoint,
 )
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.log.store import LogStore, log_store_for
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def _read_units(
     segment too: one that cannot be parsed, or that parses to no action at all
     (a whitespace-only file would silently drop every action of the commits
     it covers), or that is not reconciled and whose order would decide the
-    state (:func:`raydelta.storage.log_compaction.replay_compactions_safely`),
+    state (:func:`raydelta.storage.log.compaction.replay_compactions_safely`),
     is replaced by those commits. A commit version holding two
     different ``metaData`` (or ``protocol``) actions breaks the spec ("at most
     one metadata action in a given version") and has no single meaning:

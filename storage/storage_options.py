@@ -15,7 +15,7 @@ Two keys are raydelta's own and never reach fsspec: ``fsync`` (local disks:
 ``"false"`` skips the fsync of each commit) and ``single_writer`` (backends
 without an atomic create: ``"true"`` promises that every commit of the table
 goes through its one ``TableActor`` and no other engine writes it; see
-``storage/log_store.py``). ``conditional_put`` (delta-rs's key) set to
+``storage/log/store.py``). ``conditional_put`` (delta-rs's key) set to
 ``"disabled"`` says the S3-compatible store does not honour
 ``If-None-Match: *``; raydelta then refuses to write unless ``single_writer``.
 

@@ -21,7 +21,7 @@ def kill_actors_under(root: Path | str) -> list[str]:
     if not ray.is_initialized():
         return []
     from raydelta.actors.cluster import NAMESPACE, normalize_uri
-    from raydelta.actors.table_actor import forget_subscribers
+    from raydelta.actors.table.actor import forget_subscribers
 
     prefixes = {normalize_uri(str(root))}
     if "://" not in str(root):

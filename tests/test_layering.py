@@ -240,14 +240,18 @@ CASES = [
     ("protocol", "import ray\n", "protocol must not import ray"),
     ("protocol", "import os.path\n", "protocol must not import os"),
     ("protocol", "from time import monotonic\n", "protocol must not import time"),
-    ("protocol", "from raydelta.storage import log_store\n", "protocol must not import storage"),
+    (
+        "protocol",
+        "from raydelta.storage.log import store as log_store\n",
+        "protocol must not import storage",
+    ),
     ("protocol", "from ..storage.snapshot import x\n", "protocol must not import storage"),
     ("protocol", "from raydelta import open_table\n", "protocol must not import raydelta"),
     ("storage", "import ray.util\n", "storage must not import ray"),
     ("storage", "from raydelta import actors\n", "storage must not import actors"),
     (
         "storage",
-        "def f():\n    import raydelta.actors.client\n",
+        "def f():\n    import raydelta.actors.table.client\n",
         "storage must not import actors",
     ),
     (
@@ -269,7 +273,10 @@ CLEAN = [
     ("protocol", "from . import actions\nfrom .errors import RaydeltaError\n"),
     ("storage", "import os\nimport fsspec\nfrom raydelta.protocol import actions\n"),
     ("actors", "import ray\nfrom raydelta.storage.snapshot import load_snapshot\n"),
-    ("raydelta", "import ray\nfrom raydelta.actors import client\nfrom raydelta import cli\n"),
+    (
+        "raydelta",
+        "import ray\nfrom raydelta.actors.table import client\nfrom raydelta import cli\n",
+    ),
 ]
 
 

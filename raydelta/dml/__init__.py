@@ -3,7 +3,7 @@ change data feed reader. MERGE and OPTIMIZE build on the same pieces:
 
 - :mod:`raydelta.dml.execution`: candidate files (pruning + skipping), task
   groups, Ray tasks with all-or-nothing cleanup;
-- :mod:`raydelta.storage.dml_files`: the per-file work (DVs, copy-on-write,
+- :mod:`raydelta.storage.data.dml`: the per-file work (DVs, copy-on-write,
   change data files) through the one data writer;
 - :mod:`raydelta.dml.operations`: validation, staging, the one commit with
   its read set and delta-spark's operation metrics;

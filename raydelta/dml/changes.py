@@ -39,15 +39,15 @@ from raydelta.protocol.schema import (
 )
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_properties import ENABLE_CHANGE_DATA_FEED, is_true
-from raydelta.storage.data_files import read_logical_file
-from raydelta.storage.deletion_vector_files import read_deleted_rows
-from raydelta.storage.dml_files import CHANGE_TYPE_COLUMN
-from raydelta.storage.history import load_history
-from raydelta.storage.log_reader import read_commits
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.data.deletion_vectors import read_deleted_rows
+from raydelta.storage.data.dml import CHANGE_TYPE_COLUMN
+from raydelta.storage.data.files import read_logical_file
+from raydelta.storage.log.history import load_history
+from raydelta.storage.log.reader import read_commits
+from raydelta.storage.log.store import log_store_for
 
 if TYPE_CHECKING:
-    from raydelta.actors.client import TableClient
+    from raydelta.actors.table.client import TableClient
 
 COMMIT_VERSION_COLUMN = "_commit_version"
 COMMIT_TIMESTAMP_COLUMN = "_commit_timestamp"

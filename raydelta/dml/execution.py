@@ -29,9 +29,9 @@ import pyarrow as pa
 
 from raydelta.protocol.errors import InvalidPredicateError
 from raydelta.protocol.predicates import AlwaysTrue, Predicate, parse_predicate
-from raydelta.storage.data_files import data_file_path
-from raydelta.storage.dml_files import Condition, FileRewrite, RewriteSpec, rewrite_files
-from raydelta.storage.log_store import split_uri
+from raydelta.storage.data.dml import Condition, FileRewrite, RewriteSpec, rewrite_files
+from raydelta.storage.data.files import data_file_path
+from raydelta.storage.log.store import split_uri
 from raydelta.storage.scan import select_files
 from raydelta.storage.snapshot import Snapshot
 
@@ -106,9 +106,7 @@ def local_cpus() -> int:
 def is_small_job(files: pa.Table) -> bool:
     """Whether the candidates are few bytes enough for the caller's process."""
     total = sum(int(s or 0) for s in files.column("size").to_pylist()) if files.num_rows else 0
-    return files.num_rows <= 1 or (
-        total < SMALL_JOB_BYTES and files.num_rows < SMALL_JOB_FILES
-    )
+    return files.num_rows <= 1 or (total < SMALL_JOB_BYTES and files.num_rows < SMALL_JOB_FILES)
 
 
 def plan_groups(files: pa.Table, *, tasks: int | None) -> tuple[list[list[dict[str, Any]]], bool]:

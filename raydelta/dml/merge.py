@@ -7,7 +7,7 @@ clause columns, types, determinism, the schema evolution), picks the
 candidate target files (:func:`merge_prune_sql`: the condition's target-only
 terms and, for each ``target.k = source.k`` term, the range or the values of
 the source's keys, so partitions and files the source cannot match are not
-read), runs :func:`raydelta.storage.merge_files.merge_files` on groups of
+read), runs :func:`raydelta.storage.data.merge.merge_files` on groups of
 them (Ray tasks through :mod:`raydelta.dml.execution`), writes the source
 rows no target row matched through the inserting clauses, and commits once.
 
@@ -68,18 +68,18 @@ from raydelta.protocol.merge_rules import (
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.write_rules import table_write_rules
-from raydelta.storage.data_writer import check_writable, write_data
-from raydelta.storage.dml_files import RewriteSpec, _Writer
-from raydelta.storage.merge_files import (
+from raydelta.storage.data.dml import RewriteSpec, _Writer
+from raydelta.storage.data.merge import (
     MergeFileResult,
     MergeSpec,
     conform,
     delete_merge_written,
     merge_files,
 )
+from raydelta.storage.data.writer import check_writable, write_data
 
 if TYPE_CHECKING:
-    from raydelta.actors.client import TableClient
+    from raydelta.actors.table.client import TableClient
     from raydelta.storage.snapshot import Snapshot
 
 Updates = Mapping[str, str]
@@ -370,7 +370,7 @@ def _insert(
 def _as_written(rows: pa.Table, spec: MergeSpec, result: Any) -> pa.Table:
     """The inserted rows as the writer stored them (computed columns filled),
     for the change data: read back from the files just written."""
-    from raydelta.storage.data_files import read_logical_file
+    from raydelta.storage.data.files import read_logical_file
 
     config = TableConfiguration(spec.protocol, result.metadata or spec.metadata)
     tables = [

@@ -69,7 +69,7 @@ def evolved_metadata(
     """The metadata (and protocol) with the source's new columns, or Nones."""
     if not merge_schema:
         return None, None
-    from raydelta.storage.data_writer import _evolve
+    from raydelta.storage.data.writer import _evolve
 
     known = {f.name.lower() for f in snapshot.schema.fields}
     new = [f.with_nullable(True) for f in source.schema if f.name.lower() not in known]

@@ -63,7 +63,7 @@ from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.schema import StructType
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_properties import ISOLATION_LEVEL
-from raydelta.storage.dml_files import (
+from raydelta.storage.data.dml import (
     Assignment,
     Condition,
     FileRewrite,
@@ -73,7 +73,7 @@ from raydelta.storage.dml_files import (
 from raydelta.storage.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from raydelta.actors.client import TableClient
+    from raydelta.actors.table.client import TableClient
 
 # Conditions and values are Spark SQL: load sqlglot's Spark dialect with the
 # module (a one-time import otherwise paid inside the first DML of a process).
@@ -351,7 +351,7 @@ def _whole_file_removes(
     """For a condition on partition columns only (or none): the removes of the
     files it selects, decided per file from partition values; else None."""
     from raydelta.protocol.partition_values import parse_partition_value
-    from raydelta.storage.dml_files import condition_mask, remove_of
+    from raydelta.storage.data.dml import condition_mask, remove_of
 
     if condition is not None and not _partition_only(condition, snapshot):
         return None
@@ -392,7 +392,7 @@ def stage_delete(
     snapshot = snapshot or table.snapshot()
     config = snapshot.table_configuration
     condition = check_condition(predicate, snapshot.schema)
-    from raydelta.storage.data_writer import check_writable
+    from raydelta.storage.data.writer import check_writable
 
     check_writable(snapshot.protocol, snapshot.metadata)
     candidates = candidate_files(snapshot, condition)
@@ -447,7 +447,7 @@ def stage_update(
     config = snapshot.table_configuration
     assignments = check_assignments(updates, new_values, snapshot.schema)
     condition = check_condition(predicate, snapshot.schema)
-    from raydelta.storage.data_writer import check_writable
+    from raydelta.storage.data.writer import check_writable
 
     check_writable(snapshot.protocol, snapshot.metadata)
     _refuse_identity_updates(snapshot, assignments)

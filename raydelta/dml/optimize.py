@@ -9,7 +9,7 @@ target size; a bin of one file without a deletion vector is left alone
 (rewriting it would change nothing). ``z_order`` puts every file of a
 partition into one bin, so the whole partition is sorted by the z-order key
 (:mod:`raydelta.protocol.zorder`). Bins are rewritten by Ray tasks
-(:mod:`raydelta.storage.optimize_files`), at most ``max_concurrent_tasks``
+(:mod:`raydelta.storage.data.optimize`), at most ``max_concurrent_tasks``
 at once, and committed once.
 
 The target size is ``target_size``, else the table's ``delta.targetFileSize``,
@@ -41,16 +41,16 @@ from raydelta.protocol.errors import InvalidArgumentError
 from raydelta.protocol.events import IsolationLevel
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.partition_values import parse_partition_value
-from raydelta.storage.data_writer import check_writable
-from raydelta.storage.optimize_files import (
+from raydelta.storage.data.optimize import (
     BinResult,
     OptimizeSpec,
     compact_bins,
     delete_bin_written,
 )
+from raydelta.storage.data.writer import check_writable
 
 if TYPE_CHECKING:
-    from raydelta.actors.client import TableClient
+    from raydelta.actors.table.client import TableClient
     from raydelta.storage.snapshot import Snapshot
 
 DEFAULT_TARGET_SIZE = 1024 * 1024 * 1024

@@ -24,11 +24,11 @@ from raydelta.protocol.dml_metrics import RestoreMetrics
 from raydelta.protocol.errors import InvalidArgumentError, VersionNotFoundError
 from raydelta.protocol.events import IsolationLevel
 from raydelta.protocol.file_actions import canonical_path, row_to_add
-from raydelta.storage.data_files import data_file_path
-from raydelta.storage.log_store import split_uri
+from raydelta.storage.data.files import data_file_path
+from raydelta.storage.log.store import split_uri
 
 if TYPE_CHECKING:
-    from raydelta.actors.client import TableClient
+    from raydelta.actors.table.client import TableClient
 
 
 def _key(row: dict[str, Any]) -> tuple[str, str | None]:

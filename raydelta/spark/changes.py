@@ -154,8 +154,8 @@ def _resolve_range(
 def plan_changes(uri: str, read: ReadOptions) -> list[ChangeSplit]:
     """Every change split of the range, in version order."""
     from raydelta.protocol.file_names import LogFileKind
-    from raydelta.storage.log_reader import read_commits
-    from raydelta.storage.log_store import log_store_for
+    from raydelta.storage.log.reader import read_commits
+    from raydelta.storage.log.store import log_store_for
     from raydelta.storage.snapshot import commit_timestamps, load_table_head
 
     store = log_store_for(uri)
@@ -227,8 +227,8 @@ class ChangeFeedReader(DataSourceReader):
 
     def _rows(self, split: ChangeSplit) -> pa.Table:
         from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
-        from raydelta.storage.data_files import read_logical_file
-        from raydelta.storage.deletion_vector_files import read_deletion_vector
+        from raydelta.storage.data.deletion_vectors import read_deletion_vector
+        from raydelta.storage.data.files import read_logical_file
 
         schema = parse_schema(self.schema_string)
         if split.kind == "cdc":

@@ -16,7 +16,7 @@ Invariants:
   timestamps, ...) are handed back to Spark and prune nothing.
 - Deletion vectors are applied and column-mapped files are read by physical
   name, partition columns filled from the log
-  (:func:`raydelta.storage.data_files.read_logical_file`).
+  (:func:`raydelta.storage.data.files.read_logical_file`).
 - A task hands Spark few, large Arrow batches (:data:`BATCH_ROWS` rows; the
   files of one split are concatenated), not one small batch per file and
   row group: each batch crosses the Python worker's pipe and becomes a
@@ -243,7 +243,7 @@ def read_rows(
     row_filter: p.Predicate | None,
 ) -> Iterator[pa.RecordBatch]:
     """The live rows of ``adds`` that satisfy ``row_filter``, as record batches."""
-    from raydelta.storage.data_files import read_logical_file
+    from raydelta.storage.data.files import read_logical_file
     from raydelta.storage.scan import to_arrow_expression
 
     expression = None if row_filter is None else to_arrow_expression(row_filter, schema)

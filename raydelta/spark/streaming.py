@@ -311,7 +311,7 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _commit_files(self, version: int) -> list[dict[str, Any]]:
         from raydelta.protocol.actions import parse_actions
         from raydelta.protocol.file_names import commit_name
-        from raydelta.storage.log_store import log_store_for
+        from raydelta.storage.log.store import log_store_for
 
         store = log_store_for(self.uri)
         actions = parse_actions(store.read(commit_name(version)))

@@ -9,7 +9,7 @@ Invariants:
   ``overwriteSchema``, and fixes the version the write read. Every refusal
   is a typed :class:`~raydelta.protocol.errors.RaydeltaError` raised there,
   before a file exists.
-- Tasks write their rows through :func:`raydelta.storage.data_writer.write_data`
+- Tasks write their rows through :func:`raydelta.storage.data.writer.write_data`
   with the planned protocol and metadata (NOT NULL, CHECK, generated and
   default columns, column mapping, full statistics) and return ``add``
   actions; under ``replaceWhere`` a row outside the predicate fails its task.
@@ -137,7 +137,7 @@ def plan_write(
 ) -> WritePlan | None:
     """The plan of one write, or None when there is nothing to do (``Ignore``
     on an existing table; a ``txnVersion`` the table already holds)."""
-    from raydelta.storage.data_writer import write_data
+    from raydelta.storage.data.writer import write_data
     from raydelta.storage.snapshot import load_snapshot
 
     app_id = opt.option(options, "txnAppId")
@@ -198,7 +198,7 @@ def plan_write(
             )
         metadata = metadata.model_copy(update={"partition_columns": list(partition_by)})
     schema_mode = "overwrite" if overwrite_schema else ("merge" if merge else None)
-    from raydelta.storage.data_writer import check_writable
+    from raydelta.storage.data.writer import check_writable
 
     check_writable(snapshot.protocol, metadata)
     _refuse_identity(metadata)
@@ -236,7 +236,7 @@ def _plan_create(
     overwrite: bool,
     common: dict[str, Any],
 ) -> WritePlan:
-    from raydelta.actors.client import new_table_actions
+    from raydelta.actors.table.client import new_table_actions
 
     schema = parse_schema(json.dumps(_nullable(json.loads(spark_schema_json))))
     names = [f.name for f in schema.fields]
@@ -341,7 +341,7 @@ class WrittenFiles(WriterCommitMessage):
 
 def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFiles:
     """Write one task's rows through the one data writer."""
-    from raydelta.storage.data_writer import write_data
+    from raydelta.storage.data.writer import write_data
 
     first = next(batches, None)
     if first is None:
@@ -408,7 +408,7 @@ def commit_write(
 ) -> int | None:
     """Commit the job's files as one version; None when ``txn`` says the
     version was already written (idempotent replay)."""
-    from raydelta.actors.client import TableClient, open_table
+    from raydelta.actors.table.client import TableClient, open_table
     from raydelta.protocol.actions import CommitInfo
     from raydelta.protocol.events import CommitRequest, ReadSet
 
@@ -451,7 +451,7 @@ def _commit_existing(
     operation: str,
     parameters: dict[str, Any],
 ) -> int | None:
-    from raydelta.actors.transaction import Transaction
+    from raydelta.actors.table.transaction import Transaction
     from raydelta.protocol.events import IsolationLevel
     from raydelta.storage.snapshot import load_snapshot, load_table_head
 
@@ -538,8 +538,8 @@ def _rewrite_matching(
 
     from raydelta.protocol.expressions import evaluate, parse_expression
     from raydelta.protocol.file_actions import row_to_add
-    from raydelta.storage.data_files import read_logical_file
-    from raydelta.storage.data_writer import write_data
+    from raydelta.storage.data.files import read_logical_file
+    from raydelta.storage.data.writer import write_data
     from raydelta.storage.scan import prune_files
 
     config = snapshot.table_configuration

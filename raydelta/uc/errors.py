@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raydelta.actors.catalog_unity import NamespaceAlreadyExistsError, NamespaceNotFoundError
-from raydelta.actors.catalog_unity_commits import (
+from raydelta.actors.catalog.unity import NamespaceAlreadyExistsError, NamespaceNotFoundError
+from raydelta.actors.catalog.unity_commits import (
     CommitVersionConflictError,
     UpdateRequirementConflictError,
 )

@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from raydelta.actors.client import new_table_actions
+from raydelta.actors.table.client import new_table_actions
 from raydelta.protocol.privileges import Privilege
 from raydelta.protocol.schema import parse_schema
 from raydelta.protocol.table_features import (

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from raydelta.actors.client import new_table_actions
+from raydelta.actors.table.client import new_table_actions
 from raydelta.protocol.schema import parse_schema
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from raydelta.uc.columns import columns_from_schema, schema_from_columns

@@ -30,8 +30,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.client import TableClient, create_table
 from raydelta.actors.cluster import normalize_uri
+from raydelta.actors.table.client import TableClient, create_table
 from raydelta.protocol.actions import Action, AddFile, Protocol, parse_actions
 from raydelta.protocol.file_names import commit_name
 from tests.actor_teardown import kill_actors_under

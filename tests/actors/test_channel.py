@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from raydelta.actors.channel import (
+from raydelta.actors.table.channel import (
     CHANNEL_ENV,
     NONCE_BYTES,
     ChannelAddress,
@@ -35,7 +35,7 @@ from raydelta.actors.channel import (
     recv_frame,
     send_frame,
 )
-from raydelta.actors.client import TableClient, open_table
+from raydelta.actors.table.client import TableClient, open_table
 from raydelta.protocol.actions import Action, AddFile, CommitInfo
 from raydelta.protocol.errors import TableNotFoundError
 from raydelta.protocol.events import CommitRequest, ReadSet

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raydelta.actors.checkpoint_actor import actor_name, checkpoint_actor, ensure_checkpointer
-from raydelta.actors.checkpoint_tasks import MAP_TASK_FAULT, SHARD_TASK_FAULT
+from raydelta.actors.checkpoint.actor import actor_name, checkpoint_actor, ensure_checkpointer
+from raydelta.actors.checkpoint.tasks import MAP_TASK_FAULT, SHARD_TASK_FAULT
 from raydelta.actors.cluster import NAMESPACE, normalize_uri
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
 from raydelta.protocol.actions import (
@@ -57,12 +57,12 @@ from raydelta.protocol.file_names import (
     parse_log_file_name,
 )
 from raydelta.protocol.reconciliation import TableState, apply_commits
-from raydelta.storage.checkpoint_fingerprints import (
+from raydelta.storage.checkpoint.fingerprints import (
     decode_fingerprints,
     encode_fingerprints,
     key_fingerprints,
 )
-from raydelta.storage.checkpoint_shards import (
+from raydelta.storage.checkpoint.shards import (
     full_rows,
     group_bounds,
     merge_shard_rows,
@@ -72,10 +72,10 @@ from raydelta.storage.checkpoint_shards import (
     slim_rows,
     split_delta,
 )
-from raydelta.storage.checkpoint_writer import read_checkpoint_sidecars
-from raydelta.storage.log_compaction import compacted_actions, write_log_compaction
-from raydelta.storage.log_reader import sidecar_path
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.checkpoint.writer import read_checkpoint_sidecars
+from raydelta.storage.log.compaction import compacted_actions, write_log_compaction
+from raydelta.storage.log.reader import sidecar_path
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
@@ -818,7 +818,7 @@ def test_cli_and_job_print_a_json_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], checkpointers: Callable[..., Any]
 ) -> None:
     from raydelta import cli
-    from raydelta.actors import checkpoint_job
+    from raydelta.actors.checkpoint import job as checkpoint_job
 
     path = tmp_path / "t"
     build_table(path, v2=True)

@@ -15,13 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raydelta.actors.checkpoint_runner import CheckpointRunner
+from raydelta.actors.checkpoint.runner import CheckpointRunner
 from raydelta.protocol.checkpoint_plan import TAG_SHARD, TAG_SHARD_HASH
 from raydelta.protocol.file_names import parse_log_file_name
-from raydelta.storage.checkpoint_incremental import TAG_OVERFLOW
-from raydelta.storage.checkpoint_writer import read_checkpoint_sidecars
-from raydelta.storage.log_reader import sidecar_path
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.checkpoint.incremental import TAG_OVERFLOW
+from raydelta.storage.checkpoint.writer import read_checkpoint_sidecars
+from raydelta.storage.log.reader import sidecar_path
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 
 MODES = {"one_task": 10**9, "fan_out": 0}

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raydelta.actors.checkpoint_runner import CheckpointRunner
+from raydelta.actors.checkpoint.runner import CheckpointRunner
 from raydelta.protocol.actions import Sidecar, parse_actions
 from raydelta.protocol.checkpoint_plan import (
     SHARD_HASH_ROOTED,
@@ -51,7 +51,7 @@ from raydelta.protocol.checkpoint_schema import CheckpointLayout
 from raydelta.protocol.file_actions import table_keys
 from raydelta.protocol.file_names import LogFile, LogFileKind, commit_name
 from raydelta.protocol.reconciliation import TableState, apply_commits
-from raydelta.storage.checkpoint_fingerprints import (
+from raydelta.storage.checkpoint.fingerprints import (
     FOOTER_FINGERPRINT_HASH,
     FOOTER_KEY_FINGERPRINTS,
     decode_fingerprints,
@@ -59,17 +59,17 @@ from raydelta.storage.checkpoint_fingerprints import (
     fingerprints_of_hashes,
     key_fingerprints,
 )
-from raydelta.storage.checkpoint_incremental import TAG_OVERFLOW, overflow_shards
-from raydelta.storage.checkpoint_sources import SourcePiece, read_file_actions
-from raydelta.storage.checkpoint_writer import (
+from raydelta.storage.checkpoint.incremental import TAG_OVERFLOW, overflow_shards
+from raydelta.storage.checkpoint.sources import SourcePiece, read_file_actions
+from raydelta.storage.checkpoint.writer import (
     read_checkpoint_sidecars,
     write_sidecar,
     write_v2_checkpoint,
     write_v2_checkpoint_single_process,
 )
-from raydelta.storage.data_files import table_root_key_of
-from raydelta.storage.log_reader import checkpoint_state, sidecar_path
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.data.files import table_root_key_of
+from raydelta.storage.log.reader import checkpoint_state, sidecar_path
+from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import load_snapshot
 
 SCHEMA = {

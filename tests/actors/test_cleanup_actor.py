@@ -18,17 +18,17 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.cleanup_actor import actor_name, ensure_cleaner, ray_lister
-from raydelta.actors.client import TableClient
+from raydelta.actors.cleanup.actor import actor_name, ensure_cleaner, ray_lister
 from raydelta.actors.cluster import NAMESPACE
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import AddFile
 from raydelta.protocol.file_names import commit_name
-from raydelta.storage.checkpoint_writer import write_checkpoint
-from raydelta.storage.history import load_history
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.checkpoint.writer import write_checkpoint
+from raydelta.storage.cleanup.listing import list_sequential
+from raydelta.storage.log.history import load_history
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
-from raydelta.storage.vacuum_listing import list_sequential
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from raydelta.actors.client import TableClient
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
 from raydelta.protocol.errors import (

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from raydelta.actors.client import TableClient
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import Action, AddFile, Protocol, RemoveFile
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
 from raydelta.protocol.errors import RaydeltaError

@@ -50,8 +50,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.client import TableClient
-from raydelta.actors.transaction import Transaction
+from raydelta.actors.table.client import TableClient
+from raydelta.actors.table.transaction import Transaction
 from raydelta.protocol.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from raydelta.protocol.errors import (
     ConcurrentAppendException,

@@ -31,10 +31,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.client import TableClient, create_table, open_table
 from raydelta.actors.cluster import NAMESPACE, normalize_uri
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
-from raydelta.actors.table_actor import TableActor, actor_name
+from raydelta.actors.table.actor import TableActor, actor_name
+from raydelta.actors.table.client import TableClient, create_table, open_table
 from raydelta.protocol.actions import Action, AddFile, CommitInfo
 from raydelta.storage.snapshot import load_snapshot
 

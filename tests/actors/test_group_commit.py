@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from raydelta.actors.coordinator import CommitCoordinator
+from raydelta.actors.table.coordinator import CommitCoordinator
 from raydelta.protocol.actions import (
     Action,
     AddFile,
@@ -40,7 +40,7 @@ from raydelta.protocol.events import (
 from raydelta.protocol.file_names import commit_name
 from raydelta.protocol.schema import serialize_schema
 from raydelta.protocol.schema_arrow import from_arrow
-from raydelta.storage.log_store import LocalLogStore
+from raydelta.storage.log.store import LocalLogStore
 from raydelta.storage.snapshot import load_snapshot
 
 P1, P2 = "2024-01-01", "2024-01-02"
@@ -230,7 +230,7 @@ def test_a_missing_table_is_each_callers_error(tmp_path: Path) -> None:
 def test_concurrent_writers_through_the_actor(
     new_table: Any, make_add: Any, use_channel: bool
 ) -> None:
-    from raydelta.actors.client import open_table
+    from raydelta.actors.table.client import open_table
 
     uri, _ = new_table()
     writers, commits = 6, 15

@@ -1,10 +1,10 @@
-"""The incarnation fence (``raydelta.actors.incarnation``) with a fake store and clock."""
+"""The incarnation fence (``raydelta.actors.table.incarnation``) with a fake store and clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from raydelta.actors.incarnation import IncarnationFence, IncarnationUnconfirmed
+from raydelta.actors.table.incarnation import IncarnationFence, IncarnationUnconfirmed
 
 
 class Store:

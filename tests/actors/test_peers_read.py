@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raydelta.actors.client import TableClient
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import AddFile
 
 NewTable = Callable[..., tuple[str, TableClient]]

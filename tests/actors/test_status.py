@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from raydelta.actors.metrics import RATE_WINDOW_S, CommitCounters
+from raydelta.actors.table.metrics import RATE_WINDOW_S, CommitCounters
 from raydelta.protocol.errors import ConcurrentTransactionException
 
 P1 = "2026-11-24"

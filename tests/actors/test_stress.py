@@ -50,7 +50,7 @@ from typing import Any
 
 import pytest
 
-from raydelta.actors.client import TableClient, open_table
+from raydelta.actors.table.client import TableClient, open_table
 from raydelta.protocol.actions import (
     Action,
     AddFile,

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.client import TableClient, create_table, open_table
+from raydelta.actors.table.client import TableClient, create_table, open_table
 from raydelta.protocol.actions import (
     Action,
     AddFile,
@@ -47,7 +47,7 @@ from raydelta.protocol.events import CommitRequest, ReadSet
 from raydelta.protocol.row_tracking import high_water_mark_of
 from raydelta.protocol.schema import parse_schema, serialize_schema
 from raydelta.protocol.table_features import supported_features, upgrade_protocol
-from raydelta.storage.history import load_history
+from raydelta.storage.log.history import load_history
 from raydelta.storage.snapshot import load_snapshot
 
 NewTable = Callable[..., tuple[str, TableClient]]
@@ -180,7 +180,7 @@ def test_open_table_reaches_the_same_actor_from_another_process(
     uri, table = new_table()
 
     def commit_from_task(table_uri: str) -> tuple[str, int]:
-        from raydelta.actors.client import open_table as open_in_task
+        from raydelta.actors.table.client import open_table as open_in_task
         from raydelta.protocol.actions import AddFile as TaskAddFile
 
         remote = open_in_task(table_uri)
@@ -715,8 +715,8 @@ def test_row_ids_never_overlap_across_concurrent_commits(
 def test_release_table_stops_its_actors_and_a_held_handle_carries_on(
     new_table: NewTable, make_add: MakeAdd, ray_cluster: Any
 ) -> None:
-    from raydelta.actors.checkpoint_actor import ensure_checkpointer
-    from raydelta.actors.client import release_table
+    from raydelta.actors.checkpoint.actor import ensure_checkpointer
+    from raydelta.actors.table.client import release_table
 
     uri, table = new_table()
     commit_adds(table, make_add(f"date={P1}/a.parquet"))
@@ -763,7 +763,7 @@ def test_commits_on_a_row_tracking_table_say_whether_row_ids_were_preserved(
 
 
 def _set_fold_threshold(self: Any, commits: int) -> None:
-    from raydelta.actors import coordinator
+    from raydelta.actors.table import coordinator
 
     coordinator.PENDING_FOLD_COMMITS = commits
 

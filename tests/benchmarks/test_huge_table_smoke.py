@@ -159,7 +159,7 @@ def _touch(path: Path, *, days_old: int) -> None:
 
 def test_vacuum_deletes_exactly_the_expected_files(built: dict[str, Any], tmp_path: Path) -> None:
     from benchmarks.huge_table import vacuum_run
-    from raydelta.storage.vacuum import vacuum
+    from raydelta.storage.cleanup.vacuum import vacuum
 
     root = table_copy(built, tmp_path / "vacuum")
     replay = _replay_from_files(root)

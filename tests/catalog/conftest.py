@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.catalog import catalog_actor_name
+from raydelta.actors.catalog.actor import catalog_actor_name
 from raydelta.actors.cluster import NAMESPACE
 from raydelta.catalog import Catalog
 from tests.actor_teardown import kill_actors_under

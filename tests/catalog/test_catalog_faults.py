@@ -31,12 +31,12 @@ import pyarrow as pa
 import pytest
 import ray
 
-from raydelta.actors.catalog import CatalogActor, CatalogSettings, catalog_actor_name
+from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog_actor_name
 from raydelta.actors.cluster import NAMESPACE, normalize_uri
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
 from raydelta.catalog import Catalog, CatalogTable
 from raydelta.protocol.actions import AddFile, CommitInfo, parse_actions
-from raydelta.storage.ratified_store import SqliteRatifiedStore
+from raydelta.storage.catalog.ratified_store import SqliteRatifiedStore
 
 SCHEMA = pa.schema([("date", pa.string()), ("value", pa.int64())])
 

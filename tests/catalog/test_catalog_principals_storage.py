@@ -14,7 +14,7 @@ import fsspec
 import pytest
 
 import raydelta
-from raydelta.actors.catalog_auth import PRINCIPALS_FILE, Authorizer
+from raydelta.actors.catalog.auth import PRINCIPALS_FILE, Authorizer
 from raydelta.protocol.privileges import Privilege
 
 

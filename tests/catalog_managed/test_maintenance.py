@@ -15,11 +15,11 @@ from raydelta.protocol.errors import (
     VersionNotFoundError,
 )
 from raydelta.protocol.file_names import LogFileKind, compaction_name, parse_log_file_name
-from raydelta.storage.checkpoint_sources import read_log_delta
-from raydelta.storage.checkpoint_writer import write_checkpoint
-from raydelta.storage.log_compaction import write_log_compaction
-from raydelta.storage.log_store import log_store_for
-from raydelta.storage.metadata_cleanup import cleanup_metadata
+from raydelta.storage.checkpoint.sources import read_log_delta
+from raydelta.storage.checkpoint.writer import write_checkpoint
+from raydelta.storage.cleanup.metadata import cleanup_metadata
+from raydelta.storage.log.compaction import write_log_compaction
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 from tests.catalog_managed.managed_tables import (
     BASE_TIME,

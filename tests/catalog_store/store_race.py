@@ -6,7 +6,7 @@ from typing import Any
 
 from raydelta.protocol.catalog_managed import RatifiedCommit
 from raydelta.protocol.errors import RatificationError
-from raydelta.storage.ratified_store import RatifiedCommitStore
+from raydelta.storage.catalog.ratified_store import RatifiedCommitStore
 
 
 def race(

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from raydelta.actors.catalog_group_commit import GroupRatifier, Ticket
+from raydelta.actors.catalog.group_commit import GroupRatifier, Ticket
 from raydelta.protocol.catalog_managed import RatifiedCommit
 from raydelta.protocol.errors import RatificationError, VersionAlreadyRatifiedError
-from raydelta.storage.ratified_store import (
+from raydelta.storage.catalog.ratified_store import (
     Ratification,
     RatifiedCommitStore,
     SqliteRatifiedStore,
 )
-from raydelta.storage.ratified_store_files import LogStorageRatifiedStore
+from raydelta.storage.catalog.ratified_store_files import LogStorageRatifiedStore
 from tests.catalog_managed.managed_tables import data_commit
 
 StoreFactory = Callable[[], RatifiedCommitStore]

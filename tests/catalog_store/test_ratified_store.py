@@ -1,4 +1,4 @@
-"""The durable store contract (storage/ratified_store.py), on both implementations."""
+"""The durable store contract (storage/catalog/ratified_store.py), on both implementations."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from raydelta.protocol.errors import (
     TableNotFoundError,
     VersionAlreadyRatifiedError,
 )
-from raydelta.storage.ratified_store import (
+from raydelta.storage.catalog.ratified_store import (
     LogStorageRatifiedStore,
     RatifiedCommitStore,
     SqliteRatifiedStore,

@@ -51,8 +51,7 @@ from typing import Any
 import ray
 from ray.cluster_utils import Cluster
 
-from raydelta.actors.checkpoint_actor import MAX_CONCURRENCY, CheckpointActor
-from raydelta.actors.client import TableClient, create_table, open_table
+from raydelta.actors.checkpoint.actor import MAX_CONCURRENCY, CheckpointActor
 from raydelta.actors.cluster import (
     NAMESPACE,
     checkpoint_actor_name,
@@ -60,7 +59,8 @@ from raydelta.actors.cluster import (
     start_actor,
     table_actor_name,
 )
-from raydelta.actors.table_actor import TableActor
+from raydelta.actors.table.actor import TableActor
+from raydelta.actors.table.client import TableClient, create_table, open_table
 from raydelta.protocol.actions import AddFile
 
 TABLE_HOST = "table_host"
@@ -298,7 +298,7 @@ def scenario_zombie(cluster: Cluster, root: Path) -> dict[str, Any]:
         through_old_channel_s = time.monotonic() - started
         zombie_exit_s = wait_pid_gone(before["pid"], 30.0)
         # a fresh connection to the old address: nothing listens any more
-        from raydelta.actors.channel import ChannelClient
+        from raydelta.actors.table.channel import ChannelClient
 
         request = ray_table.transaction().add(make_add("to-old-address.parquet")).request()
         direct: dict[str, Any] = {}

@@ -217,7 +217,7 @@ def test_checkpoint_shards_bring_workers_up_and_idle_workers_go(
     watch = WorkerWatch(cluster)
     status, logs = run_job(
         cluster,
-        f"{sys.executable} -m raydelta.actors.checkpoint_job {table} --v2 --json --quiet"
+        f"{sys.executable} -m raydelta.actors.checkpoint.job {table} --v2 --json --quiet"
         " --actions-per-sidecar 5000",
     )
     most = watch.stop()

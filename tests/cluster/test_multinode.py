@@ -17,7 +17,7 @@ already on their way (40 commits under load in one run) -- it is still the
 actor's incarnation then. A node that is cut off instead (its raylet
 frozen) leaves the old process alive after Ray declared the node dead and
 restarted the actor elsewhere: that incarnation must serve nothing, and the
-incarnation fence (``raydelta.actors.incarnation``) makes it exit before it
+incarnation fence (``raydelta.actors.table.incarnation``) makes it exit before it
 serves; the call goes through Ray to the new incarnation. Under all of it,
 the log is the last fence: every commit is a put-if-absent of the next
 version, so no interleaving loses or duplicates an acknowledged commit.

@@ -70,7 +70,7 @@ def _deleted_rows_by_deltalake(dt: Any, table_root: Path) -> dict[str, set[int]]
 
 
 def _our_deleted_rows(snap: Any, table_root: Path) -> dict[str, set[int]]:
-    from raydelta.storage.deletion_vector_files import read_deletion_vector
+    from raydelta.storage.data.deletion_vectors import read_deletion_vector
 
     out: dict[str, set[int]] = {}
     for add in snap.add_files():

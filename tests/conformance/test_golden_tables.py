@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 import pytest
 from golden_expectations import BY_NAME, TABLES, GoldenTable, Kind
 
-from raydelta.cli import snapshot_document
+from raydelta.cli.app import snapshot_document
 from raydelta.protocol.errors import (
     InvalidProtocolVersionException,
     MissingMetadataError,
@@ -60,7 +60,7 @@ from raydelta.protocol.errors import (
 )
 from raydelta.protocol.file_names import LogFileKind
 from raydelta.protocol.last_checkpoint import parse_last_checkpoint
-from raydelta.storage.deletion_vector_files import read_deletion_vector
+from raydelta.storage.data.deletion_vectors import read_deletion_vector
 from raydelta.storage.snapshot import Snapshot, load_snapshot, load_table_head
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import raydelta
 from raydelta.protocol.actions import CommitInfo, Metadata, Protocol
 from raydelta.protocol.errors import DeltaInvariantViolationException, IdentityColumnError
 from raydelta.protocol.file_names import commit_name
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.log.store import log_store_for
 
 DV = {"delta.enableDeletionVectors": "true"}
 

@@ -20,7 +20,7 @@ import pytest
 import raydelta
 from raydelta.protocol.errors import InvalidTableError
 from raydelta.protocol.file_actions import row_to_add
-from raydelta.storage.deletion_vector_files import read_deleted_rows
+from raydelta.storage.data.deletion_vectors import read_deleted_rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("x", pa.int64())])
 TRACKING = {"delta.enableRowTracking": "true"}

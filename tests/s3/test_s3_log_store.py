@@ -15,8 +15,8 @@ from raydelta.protocol.errors import (
     UnsupportedStorageError,
 )
 from raydelta.protocol.file_names import commit_name
-from raydelta.storage.log_store import log_store_for
-from raydelta.storage.s3_log_store import CONFLICT_RETRIES, S3LogStore, SingleWriterLogStore
+from raydelta.storage.log.s3_store import CONFLICT_RETRIES, S3LogStore, SingleWriterLogStore
+from raydelta.storage.log.store import log_store_for
 
 
 def test_the_server_honours_if_none_match(s3_server: Any) -> None:
@@ -63,7 +63,7 @@ def test_endless_409s_fail_the_put_with_a_typed_error_and_create_nothing(
 
 _OTHER_PROCESS = """
 import sys
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.log.store import log_store_for
 from raydelta.protocol.file_names import commit_name
 log_store_for(sys.argv[1]).put_if_absent(commit_name(int(sys.argv[2])), b"other\\n")
 """

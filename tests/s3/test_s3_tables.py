@@ -24,8 +24,8 @@ from raydelta.protocol.errors import (
     VersionNotFoundError,
 )
 from raydelta.protocol.file_names import LogFileKind
-from raydelta.storage.log_store import log_store_for
-from raydelta.storage.metadata_cleanup import cleanup_metadata
+from raydelta.storage.cleanup.metadata import cleanup_metadata
+from raydelta.storage.log.store import log_store_for
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string())])
 DAY_MS = 24 * 3600 * 1000

@@ -23,7 +23,7 @@ import ray
 from delta.exceptions import ConcurrentAppendException, ConcurrentDeleteReadException
 
 import raydelta
-from raydelta.storage.data_writer import write_data
+from raydelta.storage.data.writer import write_data
 from tests.spark_delta.delta_spark_view import (
     Background,
     Gate,

@@ -194,7 +194,7 @@ def test_vacuum_lite_dry_run_lists_what_delta_spark_lists(delta: Any, tmp_path: 
     """Our lite dry run and delta-spark's ``VACUUM ... LITE DRY RUN`` list the same
     files, the expired tombstones' files already gone from disk included: neither
     looks at the files (delta-spark takes its candidates from the commits alone)."""
-    from raydelta.storage.vacuum import vacuum
+    from raydelta.storage.cleanup.vacuum import vacuum
 
     spark = delta
     uri = str(tmp_path / "t")

@@ -108,7 +108,7 @@ def test_measure_create_races_of_each_log_store(delta: Any, tmp_path: Path) -> N
     the winner's acknowledged commit was gone and the loser, told it lost,
     would retry its actions at the next version; raydelta/delta-spark 0
     lost (a raydelta create replaced in the window remains possible)."""
-    from raydelta.storage.log_store import log_store_for
+    from raydelta.storage.log.store import log_store_for
 
     spark = delta
     jvm = spark._jvm

@@ -43,8 +43,8 @@ import pytest
 import ray
 
 import raydelta
-from raydelta.storage.history import load_history
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.log.history import load_history
+from raydelta.storage.log.store import log_store_for
 from tests.s3.conftest import kill_actors_of
 from tests.s3_server import ACCESS_KEY, REGION, SECRET_KEY
 from tests.spark_delta.create_races import race

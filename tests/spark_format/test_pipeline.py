@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raydelta.actors.client import create_table
+from raydelta.actors.table.client import create_table
 from raydelta.protocol.errors import DeltaInvariantViolationException
 from raydelta.storage.snapshot import load_snapshot
 
@@ -162,7 +162,7 @@ def test_spark_reads_delta_spark_column_mapped_tables(
 def test_duckdb_reads_a_mapped_partition_column_after_the_data_columns(
     ray_cluster: Any, tmp_path: Path, duck: Any
 ) -> None:
-    from raydelta.storage.data_files import read_logical_file, write_data_file
+    from raydelta.storage.data.files import read_logical_file, write_data_file
 
     uri = str(tmp_path / "mapped")
     table = create_table(

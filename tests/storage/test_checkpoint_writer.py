@@ -44,7 +44,7 @@ from raydelta.protocol.file_names import (
 )
 from raydelta.protocol.last_checkpoint import parse_last_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
-from raydelta.storage.checkpoint_writer import (
+from raydelta.storage.checkpoint.writer import (
     read_checkpoint_sidecars,
     write_checkpoint,
     write_shard_sidecar,
@@ -53,7 +53,7 @@ from raydelta.storage.checkpoint_writer import (
     write_v2_checkpoint,
     write_v2_checkpoint_single_process,
 )
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
 deltalake = pytest.importorskip("deltalake")

@@ -37,8 +37,8 @@ from raydelta.protocol.file_names import commit_name
 from raydelta.protocol.schema import parse_schema, serialize_schema
 from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.stats_collection import truncate_max
-from raydelta.storage.data_writer import WriteResult, check_writable, write_data
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.data.writer import WriteResult, check_writable, write_data
+from raydelta.storage.log.store import log_store_for
 
 UTC = dt.UTC
 

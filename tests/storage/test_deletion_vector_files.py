@@ -19,7 +19,7 @@ from raydelta.protocol.errors import (
     DeletionVectorError,
     FileAlreadyExistsError,
 )
-from raydelta.storage.deletion_vector_files import (
+from raydelta.storage.data.deletion_vectors import (
     read_deleted_rows,
     read_deletion_vector,
     write_deletion_vector_file,

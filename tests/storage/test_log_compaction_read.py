@@ -27,8 +27,8 @@ from raydelta.protocol.actions import parse_actions
 from raydelta.protocol.file_actions import canonical_path
 from raydelta.protocol.file_names import commit_name, compaction_name
 from raydelta.protocol.log_compaction import compaction_replacement
-from raydelta.storage.checkpoint_sources import read_log_delta
-from raydelta.storage.log_compaction import write_log_compaction
+from raydelta.storage.checkpoint.sources import read_log_delta
+from raydelta.storage.log.compaction import write_log_compaction
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
 
@@ -100,7 +100,7 @@ def test_raydelta_compaction_files_read_like_their_commits(
 
 
 def _store(root: Path) -> Any:
-    from raydelta.storage.log_store import log_store_for
+    from raydelta.storage.log.store import log_store_for
 
     return log_store_for(str(root))
 

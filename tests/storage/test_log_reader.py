@@ -9,9 +9,9 @@ import pytest
 
 from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, serialize_last_checkpoint
-from raydelta.storage.checkpoint_writer import write_last_checkpoint
-from raydelta.storage.log_reader import read_last_checkpoint
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.checkpoint.writer import write_last_checkpoint
+from raydelta.storage.log.reader import read_last_checkpoint
+from raydelta.storage.log.store import LogStore, log_store_for
 
 
 @pytest.fixture(params=["local", "memory"])

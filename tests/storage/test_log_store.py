@@ -1,4 +1,4 @@
-"""The log store contract (storage/log_store.py docstring), on every backend we run here
+"""The log store contract (storage/log/store.py docstring), on every backend we run here
 (S3 through moto's server on loopback: the ``s3_server`` session fixture)."""
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from raydelta.protocol.file_names import (
     sidecar_name,
     staged_commit_name,
 )
-from raydelta.storage.log_store import (
+from raydelta.storage.log.s3_store import S3LogStore, SingleWriterLogStore
+from raydelta.storage.log.store import (
     LocalLogStore,
     LogStore,
     MemoryLogStore,
     ObjectStoreLogStore,
     log_store_for,
 )
-from raydelta.storage.s3_log_store import S3LogStore, SingleWriterLogStore
 
 
 @pytest.fixture(params=["local", "memory", "s3"])

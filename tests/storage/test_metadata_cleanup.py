@@ -35,13 +35,13 @@ from raydelta.protocol.file_names import (
     multipart_checkpoint_name,
     staged_commit_name,
 )
-from raydelta.storage.checkpoint_writer import (
+from raydelta.storage.checkpoint.writer import (
     read_checkpoint_sidecars,
     write_v1_checkpoint,
     write_v2_checkpoint_single_process,
 )
-from raydelta.storage.log_store import log_store_for
-from raydelta.storage.metadata_cleanup import cleanup_metadata
+from raydelta.storage.cleanup.metadata import cleanup_metadata
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 
 deltalake = pytest.importorskip("deltalake")

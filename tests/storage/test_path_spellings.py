@@ -26,16 +26,16 @@ from raydelta.protocol.actions import parse_actions
 from raydelta.protocol.file_actions import canonical_path, table_root_key
 from raydelta.protocol.file_names import commit_name
 from raydelta.protocol.reconciliation import TableState, apply_commits
-from raydelta.storage.checkpoint_sources import (
+from raydelta.storage.checkpoint.sources import (
     checkpoint_pieces,
     read_log_delta,
     write_v1_streaming,
 )
-from raydelta.storage.checkpoint_writer import write_v1_checkpoint
-from raydelta.storage.data_files import data_file_path, read_logical_file
-from raydelta.storage.log_store import log_store_for, split_uri
+from raydelta.storage.checkpoint.writer import write_v1_checkpoint
+from raydelta.storage.cleanup.vacuum import vacuum
+from raydelta.storage.data.files import data_file_path, read_logical_file
+from raydelta.storage.log.store import log_store_for, split_uri
 from raydelta.storage.snapshot import load_snapshot
-from raydelta.storage.vacuum import vacuum
 
 VALUES = ["a b", "c%d", "e=f", "g#h", "ü/v"]
 

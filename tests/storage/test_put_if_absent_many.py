@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from raydelta.protocol.file_names import commit_name
-from raydelta.storage.log_store import LogStore, log_store_for
+from raydelta.storage.log.store import LogStore, log_store_for
 
 
 @pytest.fixture(params=["local", "memory"])

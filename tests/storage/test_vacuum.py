@@ -22,15 +22,15 @@ import pytest
 from raydelta.protocol import z85
 from raydelta.protocol.errors import RetentionTooShortError, UnsupportedTableFeatureException
 from raydelta.protocol.file_names import commit_name
-from raydelta.storage.log_store import log_store_for
-from raydelta.storage.snapshot import load_snapshot
-from raydelta.storage.vacuum import vacuum
-from raydelta.storage.vacuum_listing import (
+from raydelta.storage.cleanup.listing import (
     DirectoryListing,
     list_sequential,
     list_top_level,
     list_tree,
 )
+from raydelta.storage.cleanup.vacuum import vacuum
+from raydelta.storage.log.store import log_store_for
+from raydelta.storage.snapshot import load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
 

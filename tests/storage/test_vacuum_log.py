@@ -1,4 +1,4 @@
-"""VACUUM's own log read (``storage/vacuum_log.py``) decides exactly as a full snapshot.
+"""VACUUM's own log read (``storage/cleanup/log_references.py``) decides exactly as a full snapshot.
 
 Tables are written by hand: a checkpoint (classic, or V2 with parquet sidecars)
 followed by commits that remove checkpoint files (spelled another way too),
@@ -24,15 +24,15 @@ import pytest
 from raydelta.protocol import z85
 from raydelta.protocol.checkpoint_plan import canonical_paths
 from raydelta.protocol.file_names import commit_name
-from raydelta.storage.checkpoint_writer import (
+from raydelta.storage.checkpoint.writer import (
     write_v1_checkpoint,
     write_v2_checkpoint_single_process,
 )
-from raydelta.storage.data_files import table_root_key_of
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.cleanup.log_references import VacuumLogView, _split_rows, load_vacuum_view
+from raydelta.storage.cleanup.vacuum import vacuum
+from raydelta.storage.data.files import table_root_key_of
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot
-from raydelta.storage.vacuum import vacuum
-from raydelta.storage.vacuum_log import VacuumLogView, _split_rows, load_vacuum_view
 
 DAY_MS = 86_400_000
 NOW = int(time.time() * 1000)

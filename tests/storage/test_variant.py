@@ -28,9 +28,9 @@ from raydelta.protocol.schema import VARIANT, data_type_from_json, parse_schema,
 from raydelta.protocol.statistics import parse_stats
 from raydelta.protocol.table_features import ensure_readable
 from raydelta.protocol.z85 import encode_padded
-from raydelta.storage.checkpoint_writer import write_checkpoint
-from raydelta.storage.data_files import read_logical_file
-from raydelta.storage.log_store import log_store_for
+from raydelta.storage.checkpoint.writer import write_checkpoint
+from raydelta.storage.data.files import read_logical_file
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.scan import scan
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 

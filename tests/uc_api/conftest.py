@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from raydelta.actors.catalog import catalog_actor_name
+from raydelta.actors.catalog.actor import catalog_actor_name
 from raydelta.catalog import Catalog
 from raydelta.protocol.privileges import Privilege
 from raydelta.uc.server import UCServer, serve

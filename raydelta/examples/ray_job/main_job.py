@@ -32,9 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from raydelta.demo import run_demo
 
     raydelta.connect("auto")  # the cluster this job was submitted to
-    result = run_demo(
-        args.dir, writers=args.writers, commits_per_writer=args.commits, spark=False
-    )
+    result = run_demo(args.dir, writers=args.writers, commits_per_writer=args.commits, spark=False)
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 

@@ -1,0 +1,2 @@
+"""The ``CleanupActor`` (:mod:`.actor`): metadata cleanup and VACUUM for one
+table, on policy and on demand."""

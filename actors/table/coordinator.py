@@ -1,0 +1,737 @@
+"""The commit coordinator: one serial history for one table, without Ray.
+
+:class:`CommitCoordinator` is the brain of a ``TableActor``; it is plain
+Python so it can be tested and reasoned about on its own. The actor wraps it
+and adds naming, restarts and event publication.
+
+Invariants:
+- The coordinator's state is a fold of the log (event sourcing): everything
+  it holds is rebuilt by :meth:`CommitCoordinator.reload` from checkpoint +
+  commits, so losing the process loses nothing that was acknowledged.
+- A commit is acknowledged only after its ``put_if_absent`` succeeded.
+- Exactly once: every commit carries ``commitInfo.txnId``; a request whose
+  ``txn_id`` is already in the log (found in memory, or in the recent log
+  after a restart) gets the version it already won, and nothing is written.
+- A request that does not logically conflict with the winners it did not
+  see is rebased (version, in-commit timestamp, row ids) and written; it is
+  never sent back for a client-side retry. One that does conflict gets a
+  :class:`CommitConflict` naming delta-spark's exception.
+- Another engine may write the table directly: a lost ``put_if_absent``
+  race makes the coordinator read the new winners from the log (by name, no
+  listing), check them like any other winner, and try the next version.
+- Group commit (:meth:`CommitCoordinator.commit_many`) gives each request
+  the reply :meth:`CommitCoordinator.commit` would give it in arrival order;
+  only the writing is shared (one ``put_if_absent_many``), and a batch not
+  written whole is undone in memory and committed again one by one.
+- Committing needs no file listing of the table: conflict checks use the
+  winners' actions and the request's read set, so the cost of a commit does
+  not grow with the number of files. The file tables are folded lazily:
+  when a snapshot is asked for, off the commit path once
+  ``PENDING_FOLD_COMMITS`` commits wait (:meth:`CommitCoordinator.fold_work`),
+  and by a commit itself past ``PENDING_MAX_COMMITS``.
+- Storage is reached through three hooks (``_load_snapshot``,
+  ``_read_commits``, ``_put_commit``) plus :meth:`catch_up` and
+  ``_load_window``: a catalog's coordinator of a catalog-managed table
+  (:mod:`raydelta.actors.catalog.tables`) overrides them to ratify into its
+  durable store instead of writing ``<v>.json``; the commit rules stay here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from itertools import islice
+from typing import Any
+
+from raydelta.actors.faults import crash_point
+from raydelta.protocol.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    parse_actions,
+    serialize_actions,
+)
+from raydelta.protocol.commit_rules import validate_commit
+from raydelta.protocol.conflicts import check_conflicts
+from raydelta.protocol.errors import (
+    CatalogManagedTableError,
+    DeltaConcurrentModificationException,
+    FileAlreadyExistsError,
+    RaydeltaError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from raydelta.protocol.events import (
+    CommitCommitted,
+    CommitConflict,
+    CommitPublished,
+    CommitRejected,
+    CommitReply,
+    CommitRequest,
+)
+from raydelta.protocol.file_names import commit_name
+from raydelta.protocol.rebase import rebase
+from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
+from raydelta.protocol.row_tracking import (
+    ROW_TRACKING_DOMAIN,
+    high_water_mark_of,
+    with_row_tracking_preserved,
+)
+from raydelta.protocol.table_configuration import TableConfiguration
+from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION
+from raydelta.protocol.winning_commits import WinningCommit
+from raydelta.storage.data.files import table_root_key_of
+from raydelta.storage.log.store import LogStore, log_store_for
+from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
+
+DEFAULT_WINDOW = 1000
+"""Recent commits kept in memory for conflict checks and exactly-once lookups."""
+
+PENDING_FOLD_COMMITS = 1024
+"""Commits with file actions not yet folded into the file tables past which
+:meth:`CommitCoordinator.fold_work` offers them for folding (a table actor
+folds them off its lock)."""
+
+PENDING_MAX_COMMITS = 4 * PENDING_FOLD_COMMITS
+"""Past this many, a commit folds them itself: a table only ever appended to,
+whose state nobody asks for, must not keep every commit's actions forever."""
+
+
+@dataclass(frozen=True)
+class PendingFold:
+    """Commits to fold into a file state, taken under the caller's lock and
+    folded outside it (pure: :func:`apply_commits` of immutable states)."""
+
+    base: TableState
+    commits: tuple[tuple[int, Sequence[Action]], ...]
+
+    def run(self) -> TableState:
+        return apply_commits(self.base, self.commits, keep_index=True)
+
+
+@dataclass(frozen=True)
+class CommittedVersion:  # cached_property needs a __dict__: no slots
+    """One commit of the history as the coordinator remembers it."""
+
+    version: int
+    actions: tuple[Action, ...]
+    txn_id: str | None
+    in_commit_timestamp: int | None
+    timestamp: int
+    protocol: Protocol | None = None
+    """The table's protocol after this version."""
+    metadata: Metadata | None = None
+    """The table's metadata after this version."""
+
+    @cached_property
+    def winning_commit(self) -> WinningCommit:
+        return WinningCommit.from_actions(
+            self.version, list(self.actions), file_timestamp=self.timestamp
+        )
+
+
+def _commit_info_of(actions: Sequence[Action]) -> CommitInfo | None:
+    for action in actions:
+        if isinstance(action, CommitInfo):
+            return action
+    return None
+
+
+def _from_log(version: int, actions: Sequence[Action]) -> CommittedVersion:
+    """A commit read back from the log, outside the window. Its ``txnId`` is kept:
+    a retry of a commit older than the window must still find it (exactly once)."""
+    info = _commit_info_of(actions)
+    ict = info.in_commit_timestamp if info else None
+    stamp = ict if ict is not None else (info.timestamp if info and info.timestamp else 0)
+    return CommittedVersion(version, tuple(actions), info.txn_id if info else None, ict, stamp)
+
+
+class CommitCoordinator:
+    """Serial committer and in-memory state of one table (see module doc)."""
+
+    commits_catalog_managed = False
+    """Whether this coordinator may commit to a ``catalogManaged`` table. A
+    filesystem coordinator (the ``TableActor``'s) may not: such a table's
+    commits go through its catalog (CATALOG_MANAGED.md, "Writer Requirements"),
+    and so does making a table catalog-managed."""
+
+    def __init__(
+        self,
+        table_uri: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        window: int = DEFAULT_WINDOW,
+        store: LogStore | None = None,
+    ) -> None:
+        self.table_uri = table_uri
+        self.store = store or log_store_for(table_uri, storage_options)
+        # The root as log paths are compared against it (file_actions.canonical_path).
+        self._root_key = table_root_key_of(self.store.fs, self.store.table_root)
+        self.window_size = window
+        self._window: deque[CommittedVersion] = deque(maxlen=window)
+        self._txn_versions: dict[str, int] = {}
+        self._files_base: TableState = TableState()
+        self._pending: list[tuple[int, Sequence[Action]]] = []
+        self._head: TableState = TableState()
+        self._last_ict: int | None = None
+        self._last_timestamp = 0
+        self._config_cache: TableConfiguration | None = None
+        self._older_configs: dict[tuple[int, int], TableConfiguration] = {}
+        self.reload()
+
+    # --- state ------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Latest version known (-1 when the table does not exist yet)."""
+        return self._head.version
+
+    @property
+    def exists(self) -> bool:
+        return self._head.version >= 0
+
+    @property
+    def table_configuration(self) -> TableConfiguration:
+        """The validated protocol + metadata at :attr:`version` (cached per pair)."""
+        protocol, metadata = self._head.protocol, self._head.metadata
+        if protocol is None or metadata is None:
+            raise TableNotFoundError(f"no Delta table at {self.table_uri}")
+        cached = self._config_cache
+        if cached is None or cached.protocol is not protocol or cached.metadata is not metadata:
+            cached = self._config_cache = TableConfiguration(protocol, metadata)
+        return cached
+
+    def reload(self) -> None:
+        """Rebuild everything from the log (start, restart, or after corruption)."""
+        crash_point("reload")
+        self._window.clear()
+        self._txn_versions.clear()
+        self._pending = []
+        try:
+            snapshot = self._load_snapshot()
+        except TableNotFoundError:
+            self._files_base = self._head = TableState(table_root=self._root_key)
+            self._last_ict = None
+            return
+        self._files_base = self._head = snapshot.state
+        self._last_timestamp = snapshot.timestamp
+        self._last_ict = snapshot.timestamp if self._ict_enabled() else None
+        self._load_window(snapshot.version)
+
+    def _load_window(self, latest: int) -> None:
+        """Remember the last ``window`` commits that are still in the log."""
+        first = max(0, latest - self.window_size + 1)
+        names = [commit_name(v) for v in range(first, latest + 1)]
+        listing = {f.name for f in self.store.list_from(first)}
+        present = [n for n in names if n in listing]
+        for name, data in zip(present, self.store.read_many(present), strict=True):
+            version = int(name.split(".", 1)[0])
+            entry = self._remember(version, parse_actions(data))
+            if version != latest:  # only the latest version's protocol/metadata is known here
+                self._window[-1] = replace(entry, protocol=None, metadata=None)
+
+    def _remember(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
+        info = _commit_info_of(actions)
+        ict = info.in_commit_timestamp if info else None
+        stamp = ict if ict is not None else (info.timestamp if info and info.timestamp else 0)
+        entry = CommittedVersion(
+            version,
+            tuple(actions),
+            info.txn_id if info else None,
+            ict,
+            stamp,
+            self._head.protocol,
+            self._head.metadata,
+        )
+        if len(self._window) == self._window.maxlen and self._window[0].txn_id:
+            self._txn_versions.pop(self._window[0].txn_id, None)
+        self._window.append(entry)
+        if entry.txn_id:
+            self._txn_versions[entry.txn_id] = version
+        if ict is not None:
+            self._last_ict = ict
+        self._last_timestamp = stamp
+        return entry
+
+    def _apply(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
+        non_file = [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]
+        self._head = replace(
+            apply_commits(self._head, [(version, non_file)]),
+            adds=self._files_base.adds,
+            removes=self._files_base.removes,
+        )
+        if any(isinstance(a, (AddFile, RemoveFile)) for a in actions):
+            self._pending.append((version, actions))
+            if len(self._pending) >= PENDING_MAX_COMMITS:
+                self._fold_pending()
+        return self._remember(version, actions)
+
+    def _fold_pending(self) -> None:
+        if self._pending:
+            self._files_base = apply_commits(self._files_base, self._pending, keep_index=True)
+            self._pending = []
+
+    def fold_work(self) -> PendingFold | None:
+        """The pending commits to fold, once there are
+        :data:`PENDING_FOLD_COMMITS` of them; hand the result of its ``run``
+        to :meth:`install_fold` (both calls under the same lock as commits)."""
+        if len(self._pending) < PENDING_FOLD_COMMITS:
+            return None
+        return PendingFold(self._files_base, tuple(self._pending))
+
+    def install_fold(self, work: PendingFold, folded: TableState) -> bool:
+        """Make ``folded`` (``work.run()``) the file state, unless the state
+        moved on another way since ``work`` was taken (a snapshot folded the
+        same commits, a reload): then nothing changes and False is returned.
+
+        The pending list is only ever appended to, or emptied together with a
+        new file base; so while the base is ``work.base`` the list still starts
+        with ``work.commits``."""
+        if self._files_base is not work.base:
+            return False
+        self._files_base = folded
+        self._pending = self._pending[len(work.commits) :]
+        return True
+
+    def state(self) -> TableState:
+        """The full reconciled state at :attr:`version` (folds pending commits)."""
+        self._fold_pending()
+        self._files_base = replace(
+            self._head, adds=self._files_base.adds, removes=self._files_base.removes
+        )
+        self._head = self._files_base
+        return self._files_base
+
+    def head(self) -> TableHead:
+        """The non-file part of the latest state."""
+        return self._head.head()
+
+    def snapshot(self) -> Snapshot:
+        state = self.state()
+        return Snapshot(self.table_uri, state, None, self._last_timestamp)
+
+    def tail(self, since_version: int) -> list[tuple[int, list[Action]]] | None:
+        """Commits after ``since_version`` from memory, or None if the window
+        no longer reaches back that far (the caller then reloads)."""
+        if since_version >= self.version:
+            return []
+        if not self._window or self._window[0].version > since_version + 1:
+            return None
+        return [(c.version, list(c.actions)) for c in self._window if c.version > since_version]
+
+    # --- catching up with other writers ----------------------------------------
+
+    def catch_up(self) -> int:
+        """Apply commits other engines wrote after :attr:`version`; returns how many."""
+        count = 0
+        while True:
+            version = self.version + 1
+            try:
+                data = self.store.read(commit_name(version))
+            except FileNotFoundError:
+                return count
+            actions = parse_actions(data)
+            self._apply(version, actions)
+            count += 1
+
+    def _winners_since(self, read_version: int) -> list[CommittedVersion]:
+        if read_version >= self.version:
+            return []
+        if self._window and self._window[0].version <= read_version + 1:
+            first = self._window_entry(read_version + 1)
+            if first is not None:
+                start = first.version - self._window[0].version
+                if self._window[start] is first:
+                    return list(islice(self._window, start, None))
+            return [c for c in self._window if c.version > read_version]
+        # Older than the window: read the missing range from the log.
+        needed = range(read_version + 1, self.version + 1)
+        try:
+            commits = self._read_commits(needed)
+        except FileNotFoundError as exc:
+            raise VersionNotFoundError(
+                f"read version {read_version} is older than the retained log of {self.table_uri}"
+            ) from exc
+        return [_from_log(v, actions) for v, actions in zip(needed, commits, strict=True)]
+
+    def _read_commits(self, versions: range) -> list[list[Action]]:
+        """The actions of ``versions`` from the log (FileNotFoundError if one is gone)."""
+        blobs = self.store.read_many([commit_name(v) for v in versions])
+        return [parse_actions(b) for b in blobs]
+
+    def _load_snapshot(self, version: int | None = None) -> Snapshot:
+        """The table at ``version`` (latest: None) read from storage."""
+        return load_snapshot_from_store(self.table_uri, self.store, version=version)
+
+    def _put_commit(self, version: int, actions: Sequence[Action]) -> None:
+        """Make ``actions`` version ``version`` durably; raise
+        :class:`FileAlreadyExistsError` when another commit holds that version."""
+        self.store.put_if_absent(commit_name(version), serialize_actions(list(actions)))
+
+    # --- committing ---------------------------------------------------------------
+
+    def _ict_enabled(self) -> bool:
+        return self.exists and self.table_configuration.in_commit_timestamps_enabled
+
+    def create(self, request: CommitRequest) -> CommitReply:
+        """Write version 0. Fails with :class:`TableAlreadyExistsError` if it exists."""
+        if request.txn_id in self._txn_versions:
+            return self._already(request)
+        self.catch_up()
+        if self.exists:
+            found = self._find_txn_in_log(request.txn_id)
+            if found is not None:
+                return self._already(request, found)
+            raise TableAlreadyExistsError(f"a Delta table already exists at {self.table_uri}")
+        try:
+            after = validate_commit(
+                list(request.actions), is_create=True, final=False, table_root=self.table_uri
+            )
+        except RaydeltaError as error:
+            return CommitRejected.from_exception(request.txn_id, error)
+        if after.is_catalog_managed and not self.commits_catalog_managed:
+            return CommitRejected.from_exception(
+                request.txn_id, self._managed_refusal("create a catalog-managed table")
+            )
+        now = int(time.time() * 1000)
+        actions = rebase(
+            [self._commit_info(request, 0, now), *request.actions],
+            [],
+            new_version=0,
+            state_high_water_mark=None,
+            in_commit_timestamps_enabled=after.in_commit_timestamps_enabled,
+            row_tracking_supported=after.is_feature_supported("rowTracking"),
+            now_ms=now,
+        )
+        try:
+            self._put_commit(0, actions)
+        except FileAlreadyExistsError:
+            self.catch_up()
+            raise TableAlreadyExistsError(
+                f"a Delta table already exists at {self.table_uri}"
+            ) from None
+        self._files_base = TableState(table_root=self._root_key)
+        entry = self._apply(0, actions)
+        return CommitCommitted(
+            txn_id=request.txn_id,
+            version=0,
+            in_commit_timestamp=entry.in_commit_timestamp,
+            attempts=1,
+            rebased_over=(),
+        )
+
+    def _already(self, request: CommitRequest, version: int | None = None) -> CommitCommitted:
+        won = version if version is not None else self._txn_versions[request.txn_id]
+        return CommitCommitted(
+            txn_id=request.txn_id, version=won, in_commit_timestamp=None, attempts=0
+        )
+
+    def _find_txn_in_log(self, txn_id: str) -> int | None:
+        for entry in self._window:
+            if entry.txn_id == txn_id:
+                return entry.version
+        return None
+
+    def _configuration_of(self, protocol: Protocol, metadata: Metadata) -> TableConfiguration:
+        """A TableConfiguration per (protocol, metadata) pair, built once."""
+        latest = self.table_configuration
+        if latest.protocol is protocol and latest.metadata is metadata:
+            return latest
+        key = (id(protocol), id(metadata))
+        cached = self._older_configs.get(key)
+        if cached is None or cached.protocol is not protocol or cached.metadata is not metadata:
+            cached = TableConfiguration(protocol, metadata)
+            if len(self._older_configs) > 16:
+                self._older_configs.clear()
+            self._older_configs[key] = cached
+        return cached
+
+    def _window_entry(self, version: int) -> CommittedVersion | None:
+        if not self._window:
+            return None
+        index = version - self._window[0].version
+        if 0 <= index < len(self._window):
+            entry = self._window[index]
+            if entry.version == version:  # the window is contiguous unless the log had gaps
+                return entry
+        return next((e for e in self._window if e.version == version), None)
+
+    def _read_configuration(self, read_version: int) -> TableConfiguration:
+        """The table's protocol and metadata as of ``read_version``."""
+        if read_version == self.version:
+            return self.table_configuration
+        entry = self._window_entry(read_version)
+        if entry is not None and entry.protocol and entry.metadata:
+            return self._configuration_of(entry.protocol, entry.metadata)
+        return self._load_snapshot(read_version).table_configuration
+
+    def _high_water_mark(self) -> int | None:
+        domain = self._head.domain_actions.get(ROW_TRACKING_DOMAIN)
+        if domain is None or domain.removed:
+            return None
+        return high_water_mark_of(domain)
+
+    def commit(self, request: CommitRequest) -> CommitReply:
+        """Check, rebase and write one commit; see the module invariants."""
+        return self._judge(request, None)
+
+    def _judge(
+        self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None
+    ) -> CommitReply:
+        """:meth:`commit`; with ``staged`` (:meth:`commit_many`) nothing is
+        written: the commit is applied in memory and appended to ``staged``."""
+        try:
+            return self._commit(request, staged)
+        except DeltaConcurrentModificationException as conflict:
+            return CommitConflict.from_exception(request.txn_id, conflict)
+        except (TableNotFoundError, VersionNotFoundError):
+            raise
+        except RaydeltaError as error:
+            return CommitRejected.from_exception(request.txn_id, error)
+
+    @property
+    def batches_writes(self) -> bool:
+        """Whether :meth:`commit_many` writes a batch at once (the log store's own
+        put-if-absent; a catalog's coordinator ratifies one commit at a time)."""
+        return type(self)._put_commit is CommitCoordinator._put_commit
+
+    def commit_many(self, requests: Sequence[CommitRequest]) -> list[CommitReply | Exception]:
+        """Group commit: :meth:`commit` of each request in order, as consecutive
+        versions, with the commit files written together at the end
+        (:meth:`LogStore.put_if_absent_many`: contents fsynced concurrently, then
+        linked strictly in version order). Each request gets exactly the reply
+        (or exception) :meth:`commit` would give it in that order; a caller must
+        answer none of them before this returns, which is when every committed
+        one is durable. If the batch cannot be written whole (another engine won
+        a version, an I/O error), the state goes back to before the batch,
+        catches up with the log (the versions this batch did write included)
+        and every request is committed again one by one: those already written
+        are found by their ``txnId`` (exactly once)."""
+        if len(requests) < 2 or not self.batches_writes:
+            return [self._reply_or_error(r, None) for r in requests]
+        saved = self._save_state()
+        staged: list[tuple[int, list[Action]]] = []
+        results = [self._reply_or_error(r, staged) for r in requests]
+        if not staged:
+            return results
+        crash_point("before_put")
+        items = [(commit_name(v), serialize_actions(a)) for v, a in staged]
+        try:
+            created = self.store.put_if_absent_many(items)
+        except Exception:  # the serial path below meets it again, per request
+            created = -1
+        if created == len(staged):
+            crash_point("after_put")
+            return results
+        self._restore_state(saved)
+        self.catch_up()
+        return [self._reply_or_error(r, None) for r in requests]
+
+    def _reply_or_error(
+        self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None
+    ) -> CommitReply | Exception:
+        try:
+            if staged is None:
+                return self.commit(request)
+            return self._judge(request, staged)
+        except Exception as error:  # handed to the request's own caller
+            return error
+
+    def _save_state(self) -> tuple[Any, ...]:
+        return (
+            self._head,
+            self._files_base,
+            list(self._pending),
+            deque(self._window, maxlen=self._window.maxlen),
+            dict(self._txn_versions),
+            self._last_ict,
+            self._last_timestamp,
+        )
+
+    def _restore_state(self, saved: tuple[Any, ...]) -> None:
+        (
+            self._head,
+            self._files_base,
+            self._pending,
+            self._window,
+            self._txn_versions,
+            self._last_ict,
+            self._last_timestamp,
+        ) = saved
+
+    def _commit(
+        self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None = None
+    ) -> CommitReply:
+        if request.txn_id in self._txn_versions:
+            return self._already(request)
+        if not self.exists:
+            self.catch_up()
+            if not self.exists:
+                raise TableNotFoundError(f"no Delta table at {self.table_uri}")
+        read_version = request.read_set.read_version
+        if read_version is None:  # a blind append, judged against the latest table
+            read_version = self.version
+        if read_version > self.version:
+            self.catch_up()
+            if read_version > self.version:
+                raise VersionNotFoundError(
+                    f"read version {read_version} is newer than the table's {self.version}"
+                )
+        read_config = self._read_configuration(read_version)
+        # The request must be valid on the table it read. A winner that makes it
+        # invalid (a protocol or metadata change) is a conflict, and check_conflicts
+        # reports it as one before the request is judged against the latest table.
+        after_read = validate_commit(
+            list(request.actions),
+            is_create=False,
+            table_configuration=read_config,
+            final=False,
+            table_root=self.table_uri,
+        )
+        attempts = 0
+        while True:
+            attempts += 1
+            if not self.commits_catalog_managed and self.table_configuration.is_catalog_managed:
+                raise self._managed_refusal("commit to a catalog-managed table")
+            winners = self._winners_since(read_version)
+            for winner in winners:
+                if winner.txn_id == request.txn_id:
+                    return self._already(request, winner.version)
+            winning = [w.winning_commit for w in winners]
+            check_conflicts(
+                request.read_set,
+                list(request.actions),
+                winning,
+                read_configuration=read_config,
+                table_root=self._root_key,
+            )
+            latest = self.table_configuration
+            after = (
+                validate_commit(
+                    list(request.actions),
+                    is_create=False,
+                    table_configuration=latest,
+                    final=False,
+                    table_root=self.table_uri,
+                )
+                if latest is not read_config
+                else after_read
+            )
+            if not self.commits_catalog_managed and after.is_catalog_managed:
+                raise self._managed_refusal("make a table catalog-managed")
+            version = self.version + 1
+            now = int(time.time() * 1000)
+            provenance = self._commit_info(request, version, now)
+            if after.row_tracking_enabled:
+                provenance = with_row_tracking_preserved(provenance, request.actions)
+            own: list[Action] = [a for a in request.actions if not isinstance(a, CommitInfo)]
+            if (
+                after.in_commit_timestamps_enabled
+                and not self.table_configuration.in_commit_timestamps_enabled
+            ):
+                own = _with_ict_enablement(own, version)
+            actions = rebase(
+                [provenance, *own],
+                winning,
+                new_version=version,
+                state_high_water_mark=self._high_water_mark(),
+                in_commit_timestamps_enabled=after.in_commit_timestamps_enabled,
+                row_tracking_supported=after.is_feature_supported("rowTracking"),
+                now_ms=now,
+                previous_commit_timestamp=self._last_ict
+                if self._last_ict is not None
+                else self._last_timestamp,
+            )
+            if after.in_commit_timestamps_enabled or after.is_feature_supported("rowTracking"):
+                # what rebase stamped (commitInfo first with its ICT, row ids); the
+                # file values were checked above against the same configuration
+                validate_commit(
+                    actions, is_create=False, table_configuration=latest, check_values=False
+                )
+            if staged is not None:  # commit_many writes it with the batch
+                entry = self._apply(version, actions)
+                staged.append((version, actions))
+                return CommitCommitted(
+                    txn_id=request.txn_id,
+                    version=version,
+                    in_commit_timestamp=entry.in_commit_timestamp,
+                    attempts=attempts,
+                    rebased_over=tuple(w.version for w in winners),
+                )
+            crash_point("before_put")
+            try:
+                self._put_commit(version, actions)
+            except FileAlreadyExistsError:
+                if self.catch_up() == 0:
+                    raise RaydeltaError(
+                        f"{commit_name(version)} exists but could not be read"
+                    ) from None
+                continue
+            crash_point("after_put")
+            entry = self._apply(version, actions)
+            return CommitCommitted(
+                txn_id=request.txn_id,
+                version=version,
+                in_commit_timestamp=entry.in_commit_timestamp,
+                attempts=attempts,
+                rebased_over=tuple(w.version for w in winners),
+            )
+
+    def _managed_refusal(self, what: str) -> CatalogManagedTableError:
+        return CatalogManagedTableError(
+            f"cannot {what} at {self.table_uri} by path: a catalog-managed table's commits "
+            "go through its catalog (raydelta.Catalog: open_table, create_table, upgrade_table)",
+            self.table_uri,
+        )
+
+    def _commit_info(self, request: CommitRequest, version: int, now_ms: int) -> CommitInfo:
+        """Provenance of the commit; ``rebase`` adds the in-commit timestamp."""
+        own = _commit_info_of(request.actions)
+        body: dict[str, Any] = dict(own.to_json_dict()) if own else {}
+        body.pop("inCommitTimestamp", None)
+        body.update(
+            {
+                "timestamp": now_ms,
+                "operation": request.operation,
+                "operationParameters": request.operation_parameters,
+                "isolationLevel": request.read_set.isolation_level.value,
+                "isBlindAppend": request.is_blind_append,
+                "txnId": request.txn_id,
+                "engineInfo": request.engine_info or "raydelta",
+            }
+        )
+        if version > 0 and request.read_set.read_version is not None:
+            body["readVersion"] = request.read_set.read_version
+        return CommitInfo.model_validate(body)
+
+    def published_event(self, version: int) -> CommitPublished:
+        """The typed event subscribers get for ``version`` (must be in the window)."""
+        for entry in reversed(self._window):
+            if entry.version == version:
+                return CommitPublished.from_actions(
+                    self.table_uri, version, entry.timestamp, entry.actions
+                )
+        raise VersionNotFoundError(f"version {version} is not in the coordinator's window")
+
+
+def _with_ict_enablement(actions: Sequence[Action], version: int) -> list[Action]:
+    """Record where In-Commit Timestamps start when a commit turns them on for a
+    table with earlier commits (PROTOCOL.md, "Writer Requirements for In-Commit
+    Timestamps", 4): ``rebase`` then stamps the enablement version and timestamp
+    with the commit's final version and in-commit timestamp."""
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, Metadata) and ICT_ENABLEMENT_VERSION not in action.configuration:
+            configuration = dict(action.configuration)
+            configuration[ICT_ENABLEMENT_VERSION] = str(version)
+            configuration[ICT_ENABLEMENT_TIMESTAMP] = "0"  # replaced by rebase
+            action = action.model_copy(update={"configuration": configuration})
+        out.append(action)
+    return out

@@ -1,0 +1,138 @@
+"""``raydelta status [--address A] [--json]``: the tables whose actors are running.
+
+Registered by :mod:`raydelta.cli` (an extension module). Attaches to the
+Ray cluster at ``--address`` (default ``auto``: the cluster this machine
+runs, or ``RAY_ADDRESS``), lists the named ``TableActor`` s of raydelta's
+namespace and asks each for :meth:`~raydelta.actors.table.actor.TableActor.status`
+(answered from memory, outside the actor's commit lock). One line per
+table: version, queue depth, commits/s over the last minute, conflicts,
+restarts, node; ``--json`` prints the documents as one JSON list.
+
+Invariants: read-only (it never starts an actor: a table whose actor does
+not answer within :data:`STATUS_TIMEOUT_S` is listed with its error), and it
+never starts a cluster (no cluster at the address is an error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+Handler = Callable[[argparse.Namespace], int]
+
+STATUS_TIMEOUT_S = 10.0
+"""How long one actor may take to answer ``status()``."""
+
+CONNECT_TIMEOUT_S = 5.0
+"""How long the GCS port of ``--address host:port`` may take to accept."""
+
+TABLE_PREFIX = "table:"
+
+
+def table_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
+    """``status()`` of every running ``TableActor`` in the cluster this process
+    is attached to, sorted by table; an actor that does not answer gives
+    ``{"table": ..., "error": ...}``."""
+    import ray
+
+    from raydelta.actors.cluster import NAMESPACE
+
+    names = sorted(
+        entry["name"]
+        for entry in ray.util.list_named_actors(all_namespaces=True)
+        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(TABLE_PREFIX)
+    )
+    pending: list[tuple[str, Any]] = []
+    statuses: list[dict[str, Any]] = []
+    for name in names:
+        try:
+            handle = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:  # stopped since it was listed
+            continue
+        pending.append((name, handle.status.remote()))
+    for name, ref in pending:
+        table = name[len(TABLE_PREFIX) :]
+        try:
+            statuses.append(ray.get(ref, timeout=timeout_s))
+        except Exception as exc:  # a dead, restarting or hung actor: say so, go on
+            ray.cancel(ref)
+            statuses.append({"table": table, "error": f"{type(exc).__name__}: {exc}"})
+    return statuses
+
+
+def _row(status: dict[str, Any]) -> list[str]:
+    if "error" in status:
+        return [status["table"], "-", "-", "-", "-", "-", status["error"][:60]]
+    return [
+        status["table"],
+        str(status["version"]),
+        str(status["queue_depth"]),
+        f"{status['commits_per_second']:.1f}",
+        str(status["conflicts"]),
+        str(status["restarts"]),
+        f"{status['node_ip']} {status['node_id'][:12]}",
+    ]
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing listens at a ``host:port`` address (Ray would retry for
+    minutes), or None (reachable, or not of that form)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _status(args: argparse.Namespace) -> int:
+    import ray
+
+    from raydelta.actors.cluster import NAMESPACE
+    from raydelta.cli.app import _print_rows
+
+    unreachable = _unreachable(args.address)
+    if unreachable:
+        sys.stderr.write(f"no Ray cluster at {args.address}: {unreachable}\n")
+        return 2
+    try:
+        ray.init(
+            address=args.address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    except ConnectionError as exc:
+        sys.stderr.write(f"no Ray cluster at {args.address}: {exc}\n")
+        return 2
+    try:
+        statuses = table_statuses()
+    finally:
+        ray.shutdown()
+    if args.json:
+        sys.stdout.write(json.dumps(statuses, indent=2, sort_keys=True) + "\n")
+        return 0
+    if not statuses:
+        sys.stdout.write("no table actors are running\n")
+        return 0
+    _print_rows(
+        ["table", "version", "queue", "commits/s", "conflicts", "restarts", "node"],
+        [_row(status) for status in statuses],
+    )
+    return 0
+
+
+def register(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
+    """Add the ``status`` subcommand (see :data:`raydelta.cli.EXTENSION_MODULES`)."""
+    parser = subparsers.add_parser("status", help="the tables whose actors are running")
+    parser.add_argument(
+        "--address", default="auto", help="Ray cluster address (default: auto / RAY_ADDRESS)"
+    )
+    parser.add_argument("--json", action="store_true")
+    command("status")(_status)

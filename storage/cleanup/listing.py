@@ -1,0 +1,265 @@
+"""VACUUM's listing of the table directory: the files it may delete.
+
+A listing walks the table root (or some root-relative prefixes of it)
+without following symlinks and returns the unprotected, non-hidden files
+with their size and modification time, plus every directory seen. On local
+disks it uses ``os.scandir`` (the store is :attr:`LogStore.on_local_disk`),
+elsewhere the store's fsspec filesystem.
+
+Invariants:
+- Hidden names (``_``/``.`` prefixes, except partition directories such as
+  ``_col=1``: :func:`raydelta.protocol.cleanup_rules.is_hidden_name`) are
+  never listed as files nor entered; ``_delta_log`` is among them.
+- Symlinks are never followed and never listed as files; they are reported
+  in :attr:`DirectoryListing.symlinks`.
+- Every skipped entry that stays whatever VACUUM decides (hidden, symlink,
+  protected, an unentered subdirectory) is counted in its directory's
+  ``entries_kept``, so a directory is only removed when it really ends up empty.
+- Listing is pluggable (:data:`Lister`): the CleanupActor fans
+  :func:`list_tree` out over Ray tasks, one batch of top-level prefixes each;
+  the default, :func:`list_parallel`, lists the top-level directories on
+  threads of one process on object stores (requests release the GIL) and
+  in one thread on a local disk (:data:`LISTING_THREADS`). Every lister
+  returns the same listing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+
+from raydelta.protocol.cleanup_rules import is_hidden_name
+from raydelta.storage.log.store import LogStore, mtime_ms
+
+LISTING_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("modification_time", pa.int64()),
+    ]
+)
+
+
+@dataclass
+class DirectoryListing:
+    """Unprotected files under some prefixes, and the directories seen.
+
+    ``dirs`` holds ``(path, modification_time_ms, entries_kept)`` where
+    ``entries_kept`` counts entries the listing skipped that stay in the
+    directory whatever VACUUM decides (hidden names, symlinks, protected files).
+    """
+
+    files: pa.Table = field(default_factory=LISTING_SCHEMA.empty_table)
+    dirs: list[tuple[str, int, int]] = field(default_factory=list)
+    num_seen: int = 0
+    symlinks: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def merge(parts: Iterable[DirectoryListing]) -> DirectoryListing:
+        parts = list(parts)
+        if not parts:
+            return DirectoryListing()
+        return DirectoryListing(
+            files=pa.concat_tables([p.files for p in parts]),
+            dirs=[d for p in parts for d in p.dirs],
+            num_seen=sum(p.num_seen for p in parts),
+            symlinks=[s for p in parts for s in p.symlinks],
+        )
+
+
+Lister = Callable[[LogStore, frozenset[str], Collection[str]], DirectoryListing]
+"""``lister(store, partition_columns, protected)`` lists the whole table."""
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _list_local(
+    root: str,
+    prefix: str,
+    partition_columns: frozenset[str],
+    protected: Collection[str],
+    *,
+    recursive: bool,
+) -> tuple[DirectoryListing, list[str]]:
+    paths: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    listing = DirectoryListing()
+    subdirs: list[str] = []
+    stack = [prefix]
+    while stack:
+        relative = stack.pop()
+        kept = 0
+        try:
+            entries = list(os.scandir(os.path.join(root, relative) if relative else root))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        base = relative + "/" if relative else ""
+        for entry in entries:
+            name = entry.name
+            if entry.is_file(follow_symlinks=False):
+                if name[0] in "_.":  # a hidden file
+                    kept += 1
+                    continue
+                listing.num_seen += 1
+                path = base + name
+                if path in protected:
+                    kept += 1
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                paths.append(path)
+                sizes.append(info.st_size)
+                mtimes.append(info.st_mtime_ns // 1_000_000)
+            elif entry.is_dir(follow_symlinks=False):
+                if is_hidden_name(name, partition_columns, is_dir=True):
+                    kept += 1
+                elif recursive:
+                    stack.append(base + name)
+                else:
+                    subdirs.append(base + name)
+                    kept += 1
+            else:  # a symlink (never followed, never deleted) or a special file
+                if entry.is_symlink():
+                    listing.symlinks.append(base + name)
+                kept += 1
+        if relative:
+            mtime = os.stat(os.path.join(root, relative), follow_symlinks=False).st_mtime_ns
+            listing.dirs.append((relative, mtime // 1_000_000, kept))
+    listing.files = pa.table(
+        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
+        schema=LISTING_SCHEMA,
+    )
+    return listing, subdirs
+
+
+def _list_fsspec(
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+    prefix: str,
+    partition_columns: frozenset[str],
+    protected: Collection[str],
+    *,
+    recursive: bool,
+) -> tuple[DirectoryListing, list[str]]:
+    paths: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    listing = DirectoryListing()
+    subdirs: list[str] = []
+    stack = [prefix]
+    while stack:
+        relative = stack.pop()
+        directory = f"{root}/{relative}" if relative else root
+        try:
+            entries: list[dict[str, Any]] = fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            continue
+        kept = 0
+        for info in entries:
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            path = _join(relative, name)
+            if info.get("islink"):
+                listing.symlinks.append(path)
+                kept += 1
+            elif info.get("type") == "directory":
+                if is_hidden_name(name, partition_columns, is_dir=True):
+                    kept += 1
+                elif recursive:
+                    stack.append(path)
+                else:
+                    subdirs.append(path)
+                    kept += 1
+            elif is_hidden_name(name, partition_columns, is_dir=False):
+                kept += 1
+            else:
+                listing.num_seen += 1
+                if path in protected:
+                    kept += 1
+                    continue
+                paths.append(path)
+                sizes.append(int(info.get("size") or 0))
+                mtimes.append(mtime_ms(info))
+        if relative:
+            listing.dirs.append((relative, 0, kept))  # object stores: no directory times
+    listing.files = pa.table(
+        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
+        schema=LISTING_SCHEMA,
+    )
+    return listing, subdirs
+
+
+def list_tree(
+    store: LogStore,
+    prefixes: Sequence[str],
+    partition_columns: frozenset[str],
+    protected: Collection[str],
+) -> DirectoryListing:
+    """Unprotected, non-hidden files under each root-relative directory in ``prefixes``
+    (``""`` is the whole table), recursively."""
+    parts = []
+    for prefix in prefixes:
+        if store.on_local_disk:
+            part, _ = _list_local(
+                store.table_root, prefix, partition_columns, protected, recursive=True
+            )
+        else:
+            part, _ = _list_fsspec(
+                store.fs, store.table_root, prefix, partition_columns, protected, recursive=True
+            )
+        parts.append(part)
+    return DirectoryListing.merge(parts)
+
+
+def list_top_level(
+    store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
+) -> tuple[DirectoryListing, list[str]]:
+    """The files directly under the root, and its non-hidden subdirectories."""
+    if store.on_local_disk:
+        return _list_local(store.table_root, "", partition_columns, protected, recursive=False)
+    return _list_fsspec(
+        store.fs, store.table_root, "", partition_columns, protected, recursive=False
+    )
+
+
+def list_sequential(
+    store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
+) -> DirectoryListing:
+    """The default :data:`Lister`: one process walks the whole tree."""
+    return list_tree(store, [""], partition_columns, protected)
+
+
+LISTING_THREADS = 1
+"""Threads of :func:`list_parallel` on a local disk. One: every ``stat`` releases
+and retakes the GIL, and with more threads each of those becomes a handoff
+between them. Measured with a warm cache on 2 cores (1M files in 1,000
+directories): 1 thread 2.5-2.7 s, 2 threads 3.1-4.0 s, 4 threads 4.9-5.0 s."""
+OBJECT_STORE_LISTING_THREADS = 16
+"""Threads of :func:`list_parallel` on object stores, where a listing waits on requests."""
+
+
+def list_parallel(
+    store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
+) -> DirectoryListing:
+    """A :data:`Lister` listing the top-level directories on threads (object
+    stores; one thread on a local disk, see :data:`LISTING_THREADS`); the
+    listing is :func:`list_sequential`'s (order aside)."""
+    top, subdirs = list_top_level(store, partition_columns, protected)
+    threads = LISTING_THREADS if store.on_local_disk else OBJECT_STORE_LISTING_THREADS
+    threads = min(threads, len(subdirs))
+    if threads < 2:
+        rest = list_tree(store, subdirs, partition_columns, protected)
+        return DirectoryListing.merge([top, rest])
+    batches = [subdirs[i::threads] for i in range(threads)]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="raydelta-vacuum") as pool:
+        parts = list(
+            pool.map(lambda batch: list_tree(store, batch, partition_columns, protected), batches)
+        )
+    return DirectoryListing.merge([top, *parts])

@@ -1,0 +1,478 @@
+"""Read the files of a log segment into actions and Arrow tables.
+
+Invariants:
+- Checkpoints are read column-selectively: only the top-level action columns
+  that exist in the file, and of ``add`` only the fields of the canonical
+  layout (``stats_parsed`` / ``partitionValues_parsed`` are never decoded
+  unless ``stats`` is absent).
+- V2 checkpoints (UUID-named JSON or parquet, and classic-named ones carrying
+  ``checkpointMetadata``) have their sidecars read concurrently; a sidecar
+  that is missing is a :class:`CorruptLogError`, never a silently smaller table.
+- A checkpoint yields the same :class:`TableState` whichever format holds it.
+- :func:`read_last_checkpoint` is the one reader of ``_last_checkpoint``: a
+  missing or corrupt file is no hint (None), never an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from raydelta.protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
+from raydelta.protocol.errors import CorruptLogError
+from raydelta.protocol.file_actions import (
+    ADD_SCHEMA,
+    REMOVE_SCHEMA,
+    column_as_json,
+    struct_column_to_table,
+)
+from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, SIDECAR_DIR, LogFile, LogFileKind
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
+from raydelta.storage.log.store import LogStore
+
+ACTION_COLUMNS = (
+    "add",
+    "remove",
+    "metaData",
+    "protocol",
+    "txn",
+    "domainMetadata",
+    "checkpointMetadata",
+    "sidecar",
+)
+NON_FILE_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "checkpointMetadata")
+_FILE_FIELDS = {"add": ADD_SCHEMA.names, "remove": REMOVE_SCHEMA.names}
+
+
+def read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
+    """The ``_last_checkpoint`` hint of the table, or None.
+
+    None when the file is missing, and when it is corrupt (not JSON, missing
+    fields, a failed checksum: :func:`parse_last_checkpoint` refuses it);
+    callers then find checkpoints by listing, as the spec allows.
+    """
+    try:
+        data = store.read(LAST_CHECKPOINT_NAME)
+    except FileNotFoundError:
+        return None
+    return parse_last_checkpoint(data)
+
+
+def _parquet_columns(
+    schema: pa.Schema, wanted: Sequence[str], add_fields: Sequence[str] | None = None
+) -> list[str]:
+    """Column selection for a checkpoint: file-action structs by needed leaves
+    (of ``add`` only ``add_fields`` when given)."""
+    columns: list[str] = []
+    for name in wanted:
+        if name not in schema.names:
+            continue
+        fields = _FILE_FIELDS.get(name)
+        if name == "add" and add_fields is not None:
+            fields = [f for f in ADD_SCHEMA.names if f in add_fields]
+        struct_type = schema.field(name).type
+        if fields is None or not pa.types.is_struct(struct_type):
+            columns.append(name)
+            continue
+        present = {struct_type.field(i).name for i in range(struct_type.num_fields)}
+        columns.extend(f"{name}.{f}" for f in fields if f in present)
+        if (
+            name == "add"
+            and "stats" in fields
+            and "stats" not in present
+            and ("stats_parsed" in present)
+        ):
+            columns.append("add.stats_parsed")
+    return columns
+
+
+def read_parquet_actions(
+    store: LogStore, path: str, wanted: Sequence[str] = ACTION_COLUMNS
+) -> pa.Table:
+    """Read the action columns of a checkpoint/sidecar parquet file at ``path``."""
+    try:
+        if store.on_local_disk:
+            parquet = pq.ParquetFile(path, memory_map=True)
+        else:
+            parquet = pq.ParquetFile(store.fs.open(path, "rb"))
+        columns = _parquet_columns(parquet.schema_arrow, wanted)
+        return parquet.read(columns=columns, use_threads=True)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+
+
+def _stats_from_parsed(table: pa.Table) -> pa.Table:
+    """Fill ``add.stats`` from ``add.stats_parsed`` when a writer only wrote the latter."""
+    add = table.column("add")
+    struct_type = add.type
+    names = [struct_type.field(i).name for i in range(struct_type.num_fields)]
+    if "stats" in names or "stats_parsed" not in names:
+        return table
+    from raydelta.protocol.statistics import stats_from_arrow
+
+    combined = add.combine_chunks()
+    stats = pa.array(stats_from_arrow(combined.field("stats_parsed")), type=pa.string())
+    children = [combined.field(n) for n in names if n != "stats_parsed"] + [stats]
+    fields = [struct_type.field(n) for n in names if n != "stats_parsed"]
+    fields.append(pa.field("stats", pa.string()))
+    rebuilt = pa.StructArray.from_arrays(
+        children, fields=fields, mask=combined.is_null() if combined.null_count else None
+    )
+    return table.set_column(table.schema.get_field_index("add"), "add", rebuilt)
+
+
+def _non_file_actions(table: pa.Table) -> list[Action]:
+    actions: list[Action] = []
+    for name in NON_FILE_COLUMNS:
+        if name in table.column_names:
+            for body in column_as_json(table.column(name)):
+                action = action_from_wrapper({name: body})
+                if action is not None:
+                    actions.append(action)
+    return actions
+
+
+class CheckpointContents:
+    """What one checkpoint holds, file actions in the canonical layout."""
+
+    def __init__(self) -> None:
+        self.non_file_actions: list[Action] = []
+        self.sidecars: list[Sidecar] = []
+        self.adds: list[pa.Table] = []
+        self.removes: list[pa.Table] = []
+
+    def add_parquet_table(self, table: pa.Table) -> None:
+        """Take the rows of one checkpoint part or sidecar; columns whose types
+        do not fit the checkpoint schema make it a :class:`CorruptLogError`."""
+        try:
+            self._add_parquet_table(table)
+        except (pa.ArrowException, ValueError, TypeError) as exc:
+            # ValueError covers pydantic's ValidationError (a sidecar row).
+            message = f"a checkpoint does not have the checkpoint schema: {exc}"
+            raise CorruptLogError(message) from exc
+
+    def _add_parquet_table(self, table: pa.Table) -> None:
+        for name in table.column_names:
+            if not pa.types.is_struct(table.schema.field(name).type):
+                raise CorruptLogError(f"the checkpoint column {name!r} is not a struct")
+        if "add" in table.column_names:
+            table = _stats_from_parsed(table)
+            adds = _compact_nulls(struct_column_to_table(table.column("add"), ADD_SCHEMA))
+            self.adds.append(_with_required(adds, "add", ("path", "size", "modificationTime")))
+        if "remove" in table.column_names:
+            removes = _compact_nulls(struct_column_to_table(table.column("remove"), REMOVE_SCHEMA))
+            self.removes.append(_with_required(removes, "remove", ("path",)))
+        self.non_file_actions.extend(_non_file_actions(table))
+        if "sidecar" in table.column_names:
+            for body in column_as_json(table.column("sidecar")):
+                self.sidecars.append(Sidecar.model_validate(body))
+
+    def check_one_protocol_and_metadata(self) -> None:
+        """A checkpoint is a reconciled state: two different ``protocol`` (or
+        ``metaData``) rows have no single meaning."""
+        from raydelta.protocol.actions import Metadata, Protocol
+
+        for kind in (Protocol, Metadata):
+            found = [a for a in self.non_file_actions if isinstance(a, kind)]
+            if any(a != found[0] for a in found[1:]):
+                raise CorruptLogError(
+                    f"a checkpoint holds {len(found)} different {kind.action_name!r} actions"
+                )
+
+    def add_json_actions(self, actions: Sequence[Action]) -> None:
+        from raydelta.protocol.actions import AddFile, RemoveFile
+        from raydelta.protocol.file_actions import actions_to_table
+
+        adds = [a for a in actions if isinstance(a, AddFile)]
+        removes = [r for r in actions if isinstance(r, RemoveFile)]
+        if adds:
+            self.adds.append(actions_to_table(adds, ADD_SCHEMA))
+        if removes:
+            self.removes.append(actions_to_table(removes, REMOVE_SCHEMA))
+        for action in actions:
+            if isinstance(action, Sidecar):
+                self.sidecars.append(action)
+            elif not isinstance(action, (AddFile, RemoveFile)):
+                self.non_file_actions.append(action)
+
+
+def _compact_nulls(table: pa.Table) -> pa.Table:
+    """``table`` with every all-null column rebuilt by :func:`pyarrow.nulls`,
+    whose children share one zeroed buffer: a checkpoint decodes an absent
+    ``deletionVector`` or ``baseRowId`` into full-size buffers per field."""
+    if table.num_rows == 0:
+        return table
+    for position in range(table.num_columns):
+        column = table.column(position)
+        if column.null_count == table.num_rows and column.nbytes:
+            nulls = pa.nulls(table.num_rows, column.type)
+            table = table.set_column(position, table.schema.field(position), nulls)
+    return table
+
+
+def _with_required(table: pa.Table, action: str, fields: Sequence[str]) -> pa.Table:
+    """``table`` (canonical file actions of a checkpoint) when every row has
+    the spec's required ``fields``; a null one is a :class:`CorruptLogError`."""
+    for name in fields:
+        if table.column(name).null_count:
+            raise CorruptLogError(f"a checkpoint {action!r} row has no {name!r}")
+    return table
+
+
+def sidecar_path(store: LogStore, sidecar: Sidecar) -> str:
+    """Where a sidecar lives: a bare name is under ``_delta_log/_sidecars``."""
+    from urllib.parse import unquote
+
+    path = unquote(sidecar.path)
+    if "://" in sidecar.path or path.startswith("/"):
+        return store.fs._strip_protocol(sidecar.path)  # type: ignore[no-any-return]
+    return store.path_of(f"{SIDECAR_DIR}/{path}")
+
+
+STREAM_BATCH_ROWS = 131_072
+"""Rows decoded at a time from a checkpoint part or sidecar: the raw rows of
+one batch are converted to the canonical layout and dropped before the next
+is decoded, so reading a checkpoint costs its canonical tables plus one batch."""
+
+
+def _open_parquet(store: LogStore, path: str) -> pq.ParquetFile:
+    # No memory map: mapped pages of the file count in the reader's RSS for as
+    # long as a decoded buffer might point into them; plain reads do not.
+    if store.on_local_disk:
+        return pq.ParquetFile(path, pre_buffer=False)
+    return pq.ParquetFile(store.fs.open(path, "rb"))
+
+
+def iter_parquet_actions(
+    store: LogStore,
+    path: str,
+    wanted: Sequence[str] = ACTION_COLUMNS,
+    *,
+    batch_rows: int = STREAM_BATCH_ROWS,
+    add_fields: Sequence[str] | None = None,
+) -> Iterator[pa.Table]:
+    """The action columns of a checkpoint/sidecar parquet file at ``path``, one
+    batch of at most ``batch_rows`` rows at a time (never the whole file);
+    ``add_fields`` narrows the ``add`` leaves decoded.
+
+    The first table has no rows and every wanted column the file has (so a
+    caller sees the file's columns even when they hold no row). Per row
+    group, a column other than ``add`` whose leaves are all null by the
+    footer's statistics is not decoded (:func:`_row_groups_with_rows`): a
+    classic checkpoint's ``remove``/``metaData``/``txn`` columns cost nothing
+    in its ``add`` rows. ``add`` is always decoded (a live file is never
+    left to a writer's statistics).
+    """
+    try:
+        parquet = _open_parquet(store, path)
+        schema = parquet.schema_arrow
+        columns = _parquet_columns(schema, wanted, add_fields)
+        if parquet.metadata.num_rows == 0:
+            yield parquet.read(columns=columns)
+            return
+        top = [name for name in wanted if name in schema.names]
+        yield parquet.read_row_groups([], columns=columns)
+        pool = pa.default_memory_pool()
+        for group in range(parquet.metadata.num_row_groups):
+            present = [
+                c
+                for c in top
+                if c == "add" or _row_groups_with_rows(parquet.metadata, [c], [group])
+            ]
+            group_columns = _parquet_columns(schema, present, add_fields)
+            if not group_columns:
+                continue
+            for batch in parquet.iter_batches(
+                batch_size=batch_rows, row_groups=[group], columns=group_columns, use_threads=True
+            ):
+                yield pa.Table.from_batches([batch])
+                # the batch's raw buffers are dropped by now: hand freed pages
+                # back before the next is decoded (the allocator keeps them)
+                pool.release_unused()
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+
+
+def _read_part_streaming(
+    store: LogStore, path: str, wanted: Sequence[str]
+) -> tuple[CheckpointContents, set[str]]:
+    """One parquet part or sidecar, batch by batch, into canonical form; and the
+    top-level action columns the file has."""
+    contents = CheckpointContents()
+    seen: set[str] = set()
+    for table in iter_parquet_actions(store, path, wanted):
+        seen.update(table.column_names)
+        contents.add_parquet_table(table)
+    return contents, seen
+
+
+def _merge(into: CheckpointContents, part: CheckpointContents) -> None:
+    into.non_file_actions.extend(part.non_file_actions)
+    into.sidecars.extend(part.sidecars)
+    into.adds.extend(part.adds)
+    into.removes.extend(part.removes)
+
+
+def read_checkpoint(
+    store: LogStore, parts: Sequence[LogFile], *, max_workers: int = 8
+) -> CheckpointContents:
+    """Read every part of one checkpoint (and its sidecars) into canonical form.
+
+    Parquet parts and sidecars are streamed (:func:`iter_parquet_actions`):
+    at most ``max_workers`` files are being decoded at once, one batch each.
+    """
+    contents = CheckpointContents()
+    parquet_parts = [p for p in parts if p.name.endswith(".parquet")]
+    json_parts = [p for p in parts if p.name.endswith(".json")]
+    for part in json_parts:
+        contents.add_json_actions(parse_actions(store.read(part.name)))
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        read = list(
+            pool.map(
+                lambda p: _read_part_streaming(store, store.path_of(p.name), ACTION_COLUMNS),
+                parquet_parts,
+            )
+        )
+        for part, (part_contents, columns) in zip(parquet_parts, read, strict=True):
+            if part.kind is not LogFileKind.CHECKPOINT_UUID and "add" not in columns:
+                # classic and multi-part checkpoints carry every action column:
+                # without "add" the table would silently read as empty
+                raise CorruptLogError(f"checkpoint {part.name} has no 'add' column")
+            _merge(contents, part_contents)
+        if contents.sidecars:
+            sidecar_paths = [sidecar_path(store, s) for s in contents.sidecars]
+
+            def read_sidecar(path: str) -> CheckpointContents:
+                try:
+                    sidecar, columns = _read_part_streaming(store, path, ("add", "remove"))
+                except FileNotFoundError as exc:
+                    raise CorruptLogError(f"sidecar file missing: {path}") from exc
+                if "add" not in columns and "remove" not in columns:
+                    raise CorruptLogError(f"sidecar {path} has no 'add' or 'remove' column")
+                return sidecar
+
+            for sidecar_contents in pool.map(read_sidecar, sidecar_paths):
+                _merge(contents, sidecar_contents)
+    contents.check_one_protocol_and_metadata()
+    return contents
+
+
+def checkpoint_state(
+    store: LogStore, version: int, parts: Sequence[LogFile], *, table_root: str | None = None
+) -> TableState:
+    """The state a checkpoint describes; ``table_root`` as in :class:`TableState`."""
+    contents = read_checkpoint(store, parts)
+    adds = pa.concat_tables(contents.adds) if contents.adds else ADD_SCHEMA.empty_table()
+    removes = (
+        pa.concat_tables(contents.removes) if contents.removes else REMOVE_SCHEMA.empty_table()
+    )
+    return state_from_checkpoint(version, contents.non_file_actions, adds, removes, table_root)
+
+
+def _row_groups_with_rows(
+    metadata: pq.FileMetaData, columns: Sequence[str], groups: Sequence[int] | None = None
+) -> list[int]:
+    """Row groups where some leaf of the top-level ``columns`` is not all null.
+
+    Every non-file action has a required field, so a row group whose leaves
+    of that column are all null (per the footer's statistics) holds none of
+    it and is not read: a classic checkpoint's million ``add`` rows cost
+    footer bytes only. A row group without statistics is read.
+    """
+    wanted = set(columns)
+    found: list[int] = []
+    for index in range(metadata.num_row_groups) if groups is None else groups:
+        group = metadata.row_group(index)
+        for position in range(group.num_columns):
+            chunk = group.column(position)
+            if chunk.path_in_schema.split(".", 1)[0] not in wanted:
+                continue
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count or stats.null_count < chunk.num_values:
+                found.append(index)
+                break
+    return found
+
+
+def read_rows_of_columns(store: LogStore, path: str, wanted: Sequence[str]) -> pa.Table:
+    """The ``wanted`` action columns of a parquet checkpoint part, read only from
+    the row groups that hold any of them (see :func:`_row_groups_with_rows`)."""
+    try:
+        with store.fs.open(path, "rb") as handle:
+            parquet = pq.ParquetFile(handle)
+            columns = _parquet_columns(parquet.schema_arrow, wanted)
+            groups = _row_groups_with_rows(parquet.metadata, wanted)
+            return parquet.read_row_groups(groups, columns=columns)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+
+
+def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
+    """The non-file part of a checkpoint's state (protocol, metadata, txns,
+    domains): only those columns of parquet parts are read, sidecars never."""
+    contents = CheckpointContents()
+    for part in parts:
+        if part.name.endswith(".json"):
+            actions = parse_actions(store.read(part.name))
+            contents.non_file_actions.extend(a for a in actions if not _is_file_action(a))
+        else:
+            table = read_rows_of_columns(store, store.path_of(part.name), NON_FILE_COLUMNS)
+            contents.add_parquet_table(table)
+    contents.check_one_protocol_and_metadata()
+    return state_from_checkpoint(
+        version, contents.non_file_actions, ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
+    )
+
+
+def _is_file_action(action: Action) -> bool:
+    from raydelta.protocol.actions import AddFile, RemoveFile, Sidecar
+
+    return isinstance(action, (AddFile, RemoveFile, Sidecar))
+
+
+def read_commits(store: LogStore, files: Sequence[LogFile]) -> list[list[Action]]:
+    """Parsed actions of each commit (or compaction) file, in the given order."""
+    out = []
+    for file, data in zip(files, store.read_many([f.name for f in files]), strict=True):
+        try:
+            out.append(parse_actions(data))
+        except CorruptLogError as exc:
+            raise CorruptLogError(f"{file.name}: {exc}") from exc
+    return out
+
+
+def first_commit_info(data: bytes) -> dict[str, Any] | None:
+    """The ``commitInfo`` body of a commit file, if any (scans lines until found).
+
+    Only lines mentioning ``"commitInfo"`` are parsed; one that is not a JSON
+    object is a :class:`CorruptLogError`. A line that mentions the name only
+    inside another action (a path, stats) is skipped; a ``commitInfo`` whose
+    body is not an object gives None.
+    """
+    import json
+
+    for line in data.splitlines():
+        if b'"commitInfo"' not in line:
+            continue
+        try:
+            wrapper = json.loads(line)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise CorruptLogError(f"a log line is not JSON: {exc}") from exc
+        if not isinstance(wrapper, dict):
+            raise CorruptLogError("a log line must be a JSON object")
+        if "commitInfo" not in wrapper:
+            continue
+        body = wrapper["commitInfo"]
+        return body if isinstance(body, dict) else None
+    return None
