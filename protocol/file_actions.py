@@ -338,11 +338,6 @@ def actions_to_table(actions: Sequence[AddFile | RemoveFile], schema: pa.Schema)
     return pa.Table.from_pylist([a.to_json_dict() for a in actions], schema=schema)
 
 
-def json_bodies_to_table(bodies: Iterable[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Raw JSON action bodies (dicts) to the canonical layout, skipping pydantic."""
-    return pa.Table.from_pylist(list(bodies), schema=schema)
-
-
 def table_keys(
     table: pa.Table, indices: Iterable[int] | None = None, table_root: str | None = None
 ) -> list[FileKey]:

@@ -234,12 +234,3 @@ def stable_commit_versions(add: AddFile, materialized: pa.Array | None, count: i
     if materialized is None:
         return default
     return pc.coalesce(materialized.cast(pa.int64()), default)
-
-
-def preserved_tag(info: CommitInfo) -> CommitInfo:
-    """``info`` tagged ``delta.rowTracking.preserved=true``: the writer
-    materialized every copied or updated row's stable id and every copied
-    row's commit version."""
-    body = dict(info.to_json_dict())
-    body["tags"] = {**dict(body.get("tags") or {}), ROW_TRACKING_PRESERVED_TAG: "true"}
-    return CommitInfo.model_validate(body)

@@ -7,7 +7,8 @@
 >>> raydelta.load_snapshot("events").num_files                        # doctest: +SKIP
 1
 
-The names in ``__all__`` are the public API. The subpackages
+The names in ``__all__`` are the public API; :mod:`raydelta.errors` holds
+every error class (the common ones are importable from ``raydelta`` too). The subpackages
 ``raydelta.protocol`` (the Delta protocol as pure values, including the typed
 events actor handles take and return), ``raydelta.storage`` and
 ``raydelta.actors`` are documented layers for log-level work; any name not
@@ -21,28 +22,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from raydelta.protocol.errors import (
-    AppendOnlyViolationError,
-    CatalogManagedTableError,
+from raydelta.errors import (
     CommitFailedError,
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
     DeltaConcurrentModificationException,
     InvalidArgumentError,
-    InvalidTableError,
-    MetadataChangedException,
     PermissionDeniedError,
-    ProtocolChangedException,
-    PublishBacklogError,
     RaydeltaError,
-    RetentionTooShortError,
     TableAlreadyExistsError,
     TableNotFoundError,
-    UnauthenticatedError,
-    UnsupportedStorageError,
-    UnsupportedTableFeatureException,
     VersionNotFoundError,
 )
 
@@ -86,6 +73,11 @@ its submodules) does not pull in Ray, pandas or the catalog until asked."""
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
+        # every error class stays reachable as ``raydelta.<Name>`` too
+        from raydelta import errors
+
+        if name in errors.__all__:
+            return getattr(errors, name)
         raise AttributeError(f"module 'raydelta' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
@@ -140,38 +132,24 @@ def load_snapshot(
 
 
 __all__ = [
-    "AppendOnlyViolationError",
     "Catalog",
-    "CatalogManagedTableError",
     "CatalogTable",
     "CheckpointSummary",
     "CommitFailedError",
-    "ConcurrentAppendException",
-    "ConcurrentDeleteDeleteException",
-    "ConcurrentDeleteReadException",
-    "ConcurrentTransactionException",
     "DeltaConcurrentModificationException",
     "History",
     "HistoryEntry",
     "InvalidArgumentError",
-    "InvalidTableError",
-    "MetadataChangedException",
     "MetadataCleanupReport",
     "PermissionDeniedError",
     "Privilege",
-    "ProtocolChangedException",
-    "PublishBacklogError",
     "RatifiedCommit",
     "RaydeltaError",
-    "RetentionTooShortError",
     "Snapshot",
     "Table",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "Transaction",
-    "UnauthenticatedError",
-    "UnsupportedStorageError",
-    "UnsupportedTableFeatureException",
     "VacuumReport",
     "VersionNotFoundError",
     "__version__",

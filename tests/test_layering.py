@@ -1,4 +1,4 @@
-"""Imports point down only (DESIGN.md, "Layers").
+"""Imports point down only (the README's "Layout" section).
 
 Every ``.py`` file under ``protocol/``, ``storage/``, ``actors/`` and the face
 folder ``raydelta/`` (its real files; its ``actors``/``protocol``/``storage``

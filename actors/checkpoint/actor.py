@@ -332,7 +332,8 @@ def ensure_checkpointer(
 ) -> Any:
     """Start (or find) ``table``'s ``CheckpointActor`` and subscribe it to its commits.
 
-    ``table`` is an :class:`raydelta.actors.table.client.Table`. Returns the actor handle.
+    ``table`` is a :class:`~raydelta.actors.table.client.TableClient` (``raydelta.Table``
+    is one). Returns the actor handle.
     """
     handle = checkpoint_actor(
         table.uri,

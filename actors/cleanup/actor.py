@@ -296,7 +296,8 @@ def ensure_cleaner(
 ) -> Any:
     """The table's ``CleanupActor`` (started if none runs), subscribed to its commits.
 
-    ``table`` is an :class:`raydelta.actors.table.client.Table` or a URI. ``runtime_env`` and
+    ``table`` is a :class:`~raydelta.actors.table.client.TableClient` (``raydelta.Table``
+    is one) or a URI. ``runtime_env`` and
     ``parallel_listing_min_files`` apply only when the actor is started here.
 
     >>> cleaner = ensure_cleaner(open_table("/tmp/events"))          # doctest: +SKIP

@@ -2,7 +2,7 @@
 logical-file keys it holds.
 
 A fingerprint is the high 32 bits of a key's 64-bit shard hash
-(:func:`raydelta.protocol.checkpoint_plan.shard_hash`; the shard is the hash
+(:func:`raydelta.protocol.shard_hash.shard_hash`; the shard is the hash
 modulo the shard count, which depends mostly on the low bits). A shard
 sidecar's footer records the fingerprints of its rows' keys (adds, then
 removes, in file order) as base64 of little-endian ``uint32`` values, with
@@ -17,7 +17,7 @@ Invariants:
 - :data:`FINGERPRINT_COLUMN` is never written into a sidecar's rows.
 - A key is fingerprinted in the spelling it is sharded by: canonical and
   relative to the table root (``table_root``), under the hash name
-  :data:`~raydelta.protocol.checkpoint_plan.SHARD_HASH`; footers written by
+  :data:`~raydelta.protocol.shard_hash.SHARD_HASH`; footers written by
   root-free keying carry another hash name and read as None.
 """
 

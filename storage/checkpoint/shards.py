@@ -1,7 +1,7 @@
 """Cutting checkpoint rows by shard and merging a shard's rows.
 
 A V2 checkpoint's file actions are hash-sharded by logical-file key
-(:func:`raydelta.protocol.checkpoint_plan.shard_of`): map tasks cut the
+(:func:`raydelta.protocol.shard_hash.shard_of`): map tasks cut the
 previous checkpoint's rows by shard (:func:`partition_rows`,
 :func:`partition_rows_grouped`), the committed actions are cut the same way
 (:func:`split_delta`), and each shard task merges its previous rows with

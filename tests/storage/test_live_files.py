@@ -20,10 +20,10 @@ from raydelta.protocol import path_index
 from raydelta.protocol.actions import Action, AddFile, RemoveFile
 from raydelta.protocol.file_actions import ADD_SCHEMA, table_keys
 from raydelta.protocol.reconciliation import apply_commits
+from raydelta.storage import snapshot
 from raydelta.storage.checkpoint.writer import write_v2_checkpoint_single_process
 from raydelta.storage.live_files import count_live_files, iter_live_files
 from raydelta.storage.log import reader as log_reader
-from raydelta.storage.log import snapshot
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 
