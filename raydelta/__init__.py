@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from raydelta.protocol.privileges import Privilege
     from raydelta.storage.cleanup.metadata import MetadataCleanupReport
     from raydelta.storage.cleanup.vacuum import VacuumReport
-    from raydelta.storage.log.history import HistoryEntry
+    from raydelta.storage.history import HistoryEntry
     from raydelta.storage.snapshot import Snapshot
     from raydelta.table import History, Table, Transaction, create_table, open_table, release_table
 
@@ -54,7 +54,7 @@ _LAZY = {
     "RatifiedCommit": "raydelta.protocol.catalog_managed",
     "parse_duration": "raydelta.protocol.durations",
     "Privilege": "raydelta.protocol.privileges",
-    "HistoryEntry": "raydelta.storage.log.history",
+    "HistoryEntry": "raydelta.storage.history",
     "MetadataCleanupReport": "raydelta.storage.cleanup.metadata",
     "Snapshot": "raydelta.storage.snapshot",
     "VacuumReport": "raydelta.storage.cleanup.vacuum",

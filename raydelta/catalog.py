@@ -49,7 +49,7 @@ from raydelta.storage.catalog.ratified_store import (
     SqliteRatifiedStore,
     TableEntry,
 )
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.table import CheckpointKind, History, Table, _check_bool, _check_choice
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.predicates import Predicate
 from raydelta.protocol.schema import physical_name
 from raydelta.protocol.table_configuration import TableConfiguration
-from raydelta.storage.log.history import HistoryEntry, load_history
+from raydelta.storage.history import HistoryEntry, load_history
 from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
 
 if TYPE_CHECKING:
@@ -542,7 +542,7 @@ class History:
     An Arrow table (:meth:`to_arrow`, or ``pa.table(history)`` through the
     Arrow C stream interface) with columns ``version``, ``timestamp``
     (UTC), ``operation``, ``operationParameters`` and ``commitInfo`` (JSON
-    text); iterating yields :class:`~raydelta.storage.log.history.HistoryEntry`.
+    text); iterating yields :class:`~raydelta.storage.history.HistoryEntry`.
     """
 
     def __init__(self, entries: Sequence[HistoryEntry]) -> None:

@@ -79,8 +79,8 @@ from raydelta.storage.catalog.commits import (
     published_commits,
     ratified_files,
 )
+from raydelta.storage.compaction import replay_compactions_safely
 from raydelta.storage.data.files import table_root_key_of
-from raydelta.storage.log.compaction import replay_compactions_safely
 from raydelta.storage.log.reader import (
     checkpoint_head,
     checkpoint_state,
@@ -213,7 +213,7 @@ def _read_units(
     segment too: one that cannot be parsed, or that parses to no action at all
     (a whitespace-only file would silently drop every action of the commits
     it covers), or that is not reconciled and whose order would decide the
-    state (:func:`raydelta.storage.log.compaction.replay_compactions_safely`),
+    state (:func:`raydelta.storage.compaction.replay_compactions_safely`),
     is replaced by those commits. A commit version holding two
     different ``metaData`` (or ``protocol``) actions breaks the spec ("at most
     one metadata action in a given version") and has no single meaning:

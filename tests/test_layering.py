@@ -306,3 +306,194 @@ def test_checker_catches(tmp_path: Path, layer: str, code: str, expected: str) -
 @pytest.mark.parametrize(("layer", "code"), CLEAN)
 def test_checker_allows(tmp_path: Path, layer: str, code: str) -> None:
     assert _check_snippet(tmp_path, layer, code) == []
+
+
+# --- Inside a layer: one folder per concept, and which folder may import which.
+#
+# A *unit* of a layer is one of its folders (``storage/log/``) or one of its
+# top-level modules (``storage/snapshot.py``). Each unit of ``storage`` and
+# ``actors`` states, as data, which other units of its layer it may import;
+# "*" means any. A unit missing here fails the check: a new folder says where
+# it stands. Every import counts (module level, lazy, type-only), as above.
+UNIT_IMPORTS: dict[str, dict[str, set[str]]] = {
+    "storage": {
+        "__init__": set(),
+        "storage_options": set(),
+        "log": {"storage_options"},
+        "data": {"log", "storage_options"},
+        "catalog": {"log"},
+        "snapshot": {"log", "data", "catalog", "compaction"},
+        # compaction checks the head it compacts (lazily: snapshot replays compactions)
+        "compaction": {"log", "snapshot"},
+        "history": {"log", "snapshot"},
+        "scan": {"log", "data", "snapshot"},
+        "live_files": {"log", "data", "catalog", "snapshot"},
+        "checkpoint": {"log", "data", "snapshot", "compaction"},
+        "cleanup": {"log", "data", "snapshot", "checkpoint"},
+    },
+    "actors": {
+        "__init__": {"*"},
+        "cluster": set(),
+        "faults": set(),
+        "table": {"cluster", "faults"},
+        "catalog": {"table", "cluster", "faults"},
+        "checkpoint": {"cluster", "faults"},
+        "cleanup": {"table", "cluster", "faults"},
+    },
+    "raydelta": {
+        # the face's folders; its top-level modules compose them freely
+        "cli": {"*"},
+        "examples": {"*"},
+        "dml": set(),
+        "spark": set(),
+        "uc": {"catalog"},
+    },
+}
+
+
+def _module_name(repo: Path, layer: str, path: Path) -> str:
+    relative = path.relative_to(repo / layer).with_suffix("")
+    parts = [*LAYERS[layer].split("."), *relative.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _unit_of(module: str, layer: str) -> str:
+    """The unit of ``layer`` that dotted ``module`` (one of ours) falls in."""
+    parts = module.split(".")[len(LAYERS[layer].split(".")) :]
+    return parts[0] if parts else "__init__"
+
+
+def unit_violations(repo: Path = REPO) -> list[str]:
+    """One line per import from one unit of a layer into a unit it may not use."""
+    found: list[str] = []
+    for layer, path in source_files(repo):
+        rules = UNIT_IMPORTS.get(layer)
+        if rules is None:
+            continue
+        unit = _unit_of(_module_name(repo, layer, path), layer)
+        allowed = rules.get(unit)
+        if allowed is None:
+            if layer != "raydelta" or path.parent != repo / layer:
+                found.append(f"{path.relative_to(repo)}: unit {layer}/{unit} has no import rule")
+            continue
+        if "*" in allowed:
+            continue
+        for imp in imports_of(repo, layer, path):
+            if layer_of_module(imp.module) != layer:
+                continue
+            target = _unit_of(imp.module, layer)
+            if target != unit and target not in allowed and target != "__init__":
+                found.append(
+                    f"{imp.file.relative_to(repo)}:{imp.line}: {imp.text!r}: {layer}/{unit} "
+                    f"must not import {layer}/{target} (it may import: "
+                    f"{', '.join(sorted(allowed)) or 'nothing else of ' + layer})"
+                )
+    return found
+
+
+def _import_time_imports(repo: Path, layer: str, path: Path) -> Iterator[str]:
+    """What a module imports while it is being imported: statements at module
+    level (inside ``try``/``if`` too), not in functions, not ``if TYPE_CHECKING``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = _package_of(repo, layer, path)
+
+    def walk(body: list[ast.stmt]) -> Iterator[str]:
+        for node in body:
+            if isinstance(node, ast.Import):
+                yield from (alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = (
+                    _resolve_relative(package, node.level, node.module)
+                    if node.level
+                    else node.module or ""
+                )
+                yield base
+                yield from (f"{base}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.If):
+                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                    yield from walk(node.body)
+                yield from walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody):
+                    yield from walk(block)
+                for handler in node.handlers:
+                    yield from walk(handler.body)
+
+    yield from walk(tree.body)
+
+
+def folder_cycles(repo: Path = REPO) -> list[str]:
+    """Import-time cycles among the modules of one folder, one line each."""
+    modules = {_module_name(repo, layer, path): (layer, path) for layer, path in source_files(repo)}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, (layer, path) in modules.items():
+        folder = name.rpartition(".")[0] if path.name != "__init__.py" else name
+        for target in _import_time_imports(repo, layer, path):
+            if target in modules and target != name and target.rpartition(".")[0] == folder:
+                graph[name].add(target)
+    cycles: list[str] = []
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        stack.append(name)
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(target) :], target]))
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    return cycles
+
+
+def test_units_import_only_what_their_rule_allows() -> None:
+    found = unit_violations()
+    assert not found, "imports between a layer's folders that break its rules:\n" + "\n".join(found)
+
+
+def test_no_import_cycle_inside_a_folder() -> None:
+    cycles = folder_cycles()
+    assert not cycles, "import-time cycles inside a folder:\n" + "\n".join(cycles)
+
+
+def test_unit_checker_catches_a_wrong_folder_import(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    for name in LAYERS:
+        (root / name).mkdir(parents=True)
+    (root / "storage" / "log").mkdir()
+    (root / "storage" / "log" / "store.py").write_text(
+        "def f():\n    from raydelta.storage.cleanup import vacuum\n"
+    )
+    (root / "storage" / "gadgets").mkdir()
+    (root / "storage" / "gadgets" / "x.py").write_text("")
+    found = unit_violations(root)
+    assert len(found) == 2, found
+    assert "storage/log must not import storage/cleanup" in found[0] + found[1], found
+    assert "unit storage/gadgets has no import rule" in found[0] + found[1], found
+
+
+def test_cycle_checker_catches_a_cycle_inside_a_folder(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    for name in LAYERS:
+        (root / name).mkdir(parents=True)
+    (root / "storage" / "log").mkdir()
+    (root / "storage" / "log" / "a.py").write_text("from raydelta.storage.log import b\n")
+    (root / "storage" / "log" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom raydelta.storage.log.a import x\n"
+    )
+    (root / "storage" / "log" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from raydelta.storage.log import a\n"
+    )
+    (root / "storage" / "log" / "d.py").write_text(
+        "def f():\n    from raydelta.storage.log import a\n"
+    )
+    (root / "storage" / "log" / "__init__.py").write_text("")
+    cycles = folder_cycles(root)
+    assert cycles == ["raydelta.storage.log.a -> raydelta.storage.log.b -> raydelta.storage.log.a"]

@@ -86,7 +86,7 @@ from raydelta.protocol.events import CommitPublished
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_properties import COMPACTION_INTERVAL
 from raydelta.storage.checkpoint.sources import read_log_delta
-from raydelta.storage.log.compaction import write_log_compaction
+from raydelta.storage.compaction import write_log_compaction
 from raydelta.storage.log.reader import read_last_checkpoint
 from raydelta.storage.log.store import log_store_for
 

@@ -141,7 +141,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 @_command("history")
 def _history(args: argparse.Namespace) -> int:
-    from raydelta.storage.log.history import load_history
+    from raydelta.storage.history import load_history
 
     entries = load_history(resolve_uri(args.uri), limit=args.limit)
     if args.json:

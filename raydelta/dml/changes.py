@@ -42,7 +42,7 @@ from raydelta.protocol.table_properties import ENABLE_CHANGE_DATA_FEED, is_true
 from raydelta.storage.data.deletion_vectors import read_deleted_rows
 from raydelta.storage.data.dml import CHANGE_TYPE_COLUMN
 from raydelta.storage.data.files import read_logical_file
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.log.reader import read_commits
 from raydelta.storage.log.store import log_store_for
 

@@ -26,7 +26,7 @@ Related modules: cutting and merging rows by shard
 (:mod:`raydelta.storage.checkpoint.shards`), the sidecars' key index
 (:mod:`raydelta.storage.checkpoint.fingerprints`), incremental plans and
 the overflow sidecar (:mod:`raydelta.storage.checkpoint.incremental`), log
-compaction (:mod:`raydelta.storage.log.compaction`).
+compaction (:mod:`raydelta.storage.compaction`).
 
 Invariants:
 - A logical file (``(path, deletionVector.uniqueId)``) the commits touched
@@ -88,8 +88,8 @@ from raydelta.storage.checkpoint.fingerprints import (
 from raydelta.storage.checkpoint.incremental import TAG_OVERFLOW, AlignedSidecars, is_overflow
 from raydelta.storage.checkpoint.shards import drop_expired_tombstones, drop_keys
 from raydelta.storage.checkpoint.writer import parquet_write_options
+from raydelta.storage.compaction import replay_compactions_safely
 from raydelta.storage.data.files import table_root_key_of
-from raydelta.storage.log.compaction import replay_compactions_safely
 from raydelta.storage.log.reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,

@@ -73,7 +73,7 @@ from raydelta.storage.checkpoint.shards import (
     split_delta,
 )
 from raydelta.storage.checkpoint.writer import read_checkpoint_sidecars
-from raydelta.storage.log.compaction import compacted_actions, write_log_compaction
+from raydelta.storage.compaction import compacted_actions, write_log_compaction
 from raydelta.storage.log.reader import sidecar_path
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot

@@ -26,7 +26,7 @@ from raydelta.protocol.actions import AddFile
 from raydelta.protocol.file_names import commit_name
 from raydelta.storage.checkpoint.writer import write_checkpoint
 from raydelta.storage.cleanup.listing import list_sequential
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 

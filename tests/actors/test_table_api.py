@@ -47,7 +47,7 @@ from raydelta.protocol.events import CommitRequest, ReadSet
 from raydelta.protocol.row_tracking import high_water_mark_of
 from raydelta.protocol.schema import parse_schema, serialize_schema
 from raydelta.protocol.table_features import supported_features, upgrade_protocol
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.snapshot import load_snapshot
 
 NewTable = Callable[..., tuple[str, TableClient]]

@@ -24,7 +24,7 @@ from raydelta.protocol.actions import (
 from raydelta.protocol.catalog_managed import RatifiedCommit, staged_commit_path
 from raydelta.protocol.file_names import commit_name
 from raydelta.storage.checkpoint.writer import write_checkpoint
-from raydelta.storage.log.compaction import write_log_compaction
+from raydelta.storage.compaction import write_log_compaction
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 

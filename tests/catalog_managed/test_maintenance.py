@@ -18,7 +18,7 @@ from raydelta.protocol.file_names import LogFileKind, compaction_name, parse_log
 from raydelta.storage.checkpoint.sources import read_log_delta
 from raydelta.storage.checkpoint.writer import write_checkpoint
 from raydelta.storage.cleanup.metadata import cleanup_metadata
-from raydelta.storage.log.compaction import write_log_compaction
+from raydelta.storage.compaction import write_log_compaction
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 from tests.catalog_managed.managed_tables import (

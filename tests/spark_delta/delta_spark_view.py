@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 import raydelta
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 
 FILE_FIELDS = (
     "path",

@@ -43,7 +43,7 @@ import pytest
 import ray
 
 import raydelta
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.log.store import log_store_for
 from tests.s3.conftest import kill_actors_of
 from tests.s3_server import ACCESS_KEY, REGION, SECRET_KEY

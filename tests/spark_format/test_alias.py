@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.snapshot import load_snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.snapshot import load_snapshot
 
 pytestmark = pytest.mark.spark

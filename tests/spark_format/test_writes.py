@@ -17,7 +17,7 @@ from raydelta.protocol.errors import (
     SchemaMismatchError,
     TableAlreadyExistsError,
 )
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.snapshot import load_snapshot
 
 pytestmark = pytest.mark.spark

@@ -47,7 +47,7 @@ from raydelta.protocol.errors import (
     TableNotFoundError,
     VersionsNotContiguousError,
 )
-from raydelta.storage.log.history import load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.scan import scan
 from raydelta.storage.snapshot import Snapshot, load_snapshot, load_table_head
 

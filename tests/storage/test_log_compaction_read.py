@@ -28,7 +28,7 @@ from raydelta.protocol.file_actions import canonical_path
 from raydelta.protocol.file_names import commit_name, compaction_name
 from raydelta.protocol.log_compaction import compaction_replacement
 from raydelta.storage.checkpoint.sources import read_log_delta
-from raydelta.storage.log.compaction import write_log_compaction
+from raydelta.storage.compaction import write_log_compaction
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
 
