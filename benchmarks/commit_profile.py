@@ -53,7 +53,7 @@ STAGES = (
     ("validate", "raydelta.actors.table.coordinator", "validate_commit"),
     ("conflicts", "raydelta.actors.table.coordinator", "check_conflicts"),
     ("rebase", "raydelta.actors.table.coordinator", "rebase"),
-    ("serialize", "raydelta.actors.table.coordinator", "serialize_actions"),
+    ("serialize", "raydelta.actors.table.committer", "serialize_actions"),
 )
 
 
@@ -92,7 +92,8 @@ def install_stage_timers(_actor: Any = None) -> bool:
     cls.commit_many = counted  # type: ignore[method-assign]
     cls._commit_info = timed("commit_info", cls._commit_info)  # type: ignore[method-assign]
     cls._apply = timed("apply", cls._apply)  # type: ignore[method-assign]
-    cls._put_commit = timed("put_commit", cls._put_commit)  # type: ignore[method-assign]
+    committer_cls = sys.modules["raydelta.actors.table.committer"].FilesystemCommitter
+    committer_cls.put_commit = timed("put_commit", committer_cls.put_commit)
     store_cls = log_store_module.LocalLogStore
     store_cls._write_temp = timed("write_temp", store_cls._write_temp)  # type: ignore[method-assign]
 

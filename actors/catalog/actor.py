@@ -58,6 +58,7 @@ from raydelta.actors.catalog.publisher import Publisher
 from raydelta.actors.catalog.tables import ManagedTableCoordinator
 from raydelta.actors.catalog.unity import UnityCatalogMethods, ensure_staged_commits_dir
 from raydelta.actors.faults import crash_point
+from raydelta.actors.table.committer import FilesystemCommitter
 from raydelta.actors.table.coordinator import CommitCoordinator
 from raydelta.protocol.actions import Action, Metadata, Protocol, serialize_actions
 from raydelta.protocol.catalog_managed import RatifiedCommit, RatifiedCommits, requires_catalog
@@ -80,7 +81,7 @@ from raydelta.protocol.table_features import (
 )
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from raydelta.storage.catalog.ratified_store import RatifiedCommitStore, TableEntry
-from raydelta.storage.log.store import LogStore
+from raydelta.storage.log.store import LogStore, log_store_for
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +107,15 @@ class CatalogSettings(BaseModel):
     storage_options: dict[str, Any] | None = None
 
 
-class _UpgradeCoordinator(CommitCoordinator):
+def _upgrade_coordinator(
+    location: str, storage_options: dict[str, Any] | None
+) -> CommitCoordinator:
     """A filesystem coordinator allowed to write the one commit that makes the
     table catalog-managed (put-if-absent, rebased over filesystem writers)."""
-
-    commits_catalog_managed = True
+    store = log_store_for(location, storage_options)
+    return CommitCoordinator(
+        location, committer=FilesystemCommitter(location, store, catalog_managed=True)
+    )
 
 
 def managed_protocol(protocol: Protocol) -> Protocol:
@@ -312,9 +317,7 @@ class CatalogActor(UnityCatalogMethods):
             principal = self._auth.authenticate(token)
             if self._store.lookup(name) is not None:
                 raise TableAlreadyExistsError(f"the catalog already has a table named {name!r}")
-            filesystem = _UpgradeCoordinator(
-                location, storage_options=self._settings.storage_options
-            )
+            filesystem = _upgrade_coordinator(location, self._settings.storage_options)
             if not filesystem.exists:
                 raise TableNotFoundError(f"no Delta table at {location}")
             config = filesystem.table_configuration

@@ -1,13 +1,17 @@
 """The commit coordinator of one catalog-managed table, inside the ``Catalog`` actor.
 
-:class:`ManagedTableCoordinator` is a
-:class:`~raydelta.actors.table.coordinator.CommitCoordinator` whose history is
-the catalog's (CATALOG_MANAGED.md, "Commit Protocol"): the same commit rules
-(the one validator, conflict checks against the winners in memory, rebase),
-but a version is won by *ratifying* it in the catalog's durable
+:class:`ManagedTableCoordinator` holds a plain
+:class:`~raydelta.actors.table.coordinator.CommitCoordinator` given a
+:class:`CatalogCommitter`, so the history is the catalog's (CATALOG_MANAGED.md,
+"Commit Protocol"): the same commit rules (the one validator, conflict checks
+against the winners in memory, rebase), but a version is won by *ratifying* it
+in the catalog's durable
 :class:`~raydelta.storage.catalog.ratified_store.RatifiedCommitStore`, not by
-writing ``_delta_log/<v>.json``. Publishing is someone else's job
-(:mod:`raydelta.actors.catalog.publisher`), told through ``on_ratified``.
+writing ``_delta_log/<v>.json``. What only a catalog does (staged commits,
+Unity Catalog's exact ratification, the conflict answer with the missed
+commits) is :class:`ManagedTableCoordinator`'s own; nothing is overridden.
+Publishing is someone else's job (:mod:`raydelta.actors.catalog.publisher`),
+told through ``on_ratified``.
 
 Invariants:
 - Version ``v`` is ratified only right after ``v - 1`` and at most once (the
@@ -41,14 +45,21 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from raydelta.actors.catalog.group_commit import GroupRatifier
 from raydelta.actors.faults import crash_point
 from raydelta.actors.table.coordinator import DEFAULT_WINDOW, CommitCoordinator
-from raydelta.protocol.actions import Action, CommitInfo, Metadata, Protocol, parse_actions
+from raydelta.protocol.actions import (
+    Action,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    parse_actions,
+    serialize_actions,
+)
 from raydelta.protocol.catalog_managed import (
     STAGED_PREFIX,
     RatifiedCommit,
@@ -74,8 +85,11 @@ from raydelta.protocol.events import (
     CommitRequest,
 )
 from raydelta.protocol.file_names import commit_name, staged_commit_name
+from raydelta.protocol.reconciliation import TableHead
+from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ROW_TRACKING
 from raydelta.storage.catalog.ratified_store import Ratification, RatifiedCommitStore
+from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
 
 logger = logging.getLogger(__name__)
@@ -109,10 +123,156 @@ def _info(actions: Sequence[Action]) -> CommitInfo | None:
     return next((a for a in actions if isinstance(a, CommitInfo)), None)
 
 
-class ManagedTableCoordinator(CommitCoordinator):
-    """One catalog-managed table's serial history (see the module docstring)."""
+class CatalogCommitter:
+    """The :class:`~raydelta.actors.table.committer.Committer` of a
+    catalog-managed table: versions are ratified into the catalog's durable
+    store (inline, or as a staged file), and the history read back is the
+    catalog's view: ratified commits it still holds win over published files,
+    and nothing past the latest ratified version exists."""
 
-    commits_catalog_managed = True
+    catalog_managed = True
+    batches_writes = False
+
+    def __init__(
+        self,
+        table_id: str,
+        table_uri: str,
+        store: LogStore,
+        ratified_store: RatifiedCommitStore,
+        *,
+        on_ratified: Callable[[Ratified], None] | None = None,
+        ratifier: GroupRatifier | None = None,
+    ) -> None:
+        self.table_id = table_id
+        self.table_uri = table_uri
+        self._store = store
+        self.ratified_store = ratified_store
+        self.on_ratified = on_ratified
+        self.ratifier = ratifier
+        """When set, ratifications are queued for its group commit: the caller
+        must :meth:`GroupRatifier.wait` before answering (durable first)."""
+        self.restage: str | None = None
+        """While a staged commit is being committed: the client's file
+        (root-relative); the next :meth:`put_commit` re-stages into a new file."""
+
+    @property
+    def store(self) -> LogStore:
+        return self._store
+
+    def held(self, start_version: int | None = None) -> list[RatifiedCommit]:
+        return list(self.ratified_store.ratified(self.table_id, start_version=start_version))
+
+    def actions_of(self, commit: RatifiedCommit) -> list[Action]:
+        """The actions of a ratified commit (its inline content or its staged file)."""
+        if commit.actions is not None:
+            return list(commit.actions)
+        assert commit.staged_name is not None
+        return parse_actions(self._store.read(commit.staged_name))
+
+    def load_snapshot(self, version: int | None = None) -> Snapshot:
+        latest = self.ratified_store.latest_version(self.table_id)
+        if latest is None:  # nothing ratified: the table does not exist yet
+            raise TableNotFoundError(f"the catalog holds no version of {self.table_uri}")
+        return load_snapshot_from_store(
+            self.table_uri,
+            self._store,
+            version=version,
+            ratified_commits=self.held(),
+            latest_ratified_version=latest,
+        )
+
+    def read_commits(self, versions: range) -> list[list[Action]]:
+        held = {c.version: c for c in self.held(versions.start) if c.version in versions}
+        out = []
+        for version in versions:
+            commit = held.get(version)
+            if commit is not None:
+                out.append(self.actions_of(commit))
+            else:
+                out.append(parse_actions(self._store.read(commit_name(version))))
+        return out
+
+    def recent_commits(self, first: int, latest: int) -> list[tuple[int, list[Action]]]:
+        """The contiguous run of readable versions (held or published) ending at ``latest``."""
+        held = {c.version for c in self.held(first)}
+        listing = {f.name for f in self._store.list_from(first)}
+        start = latest + 1
+        while start - 1 >= first and (start - 1 in held or commit_name(start - 1) in listing):
+            start -= 1
+        versions = range(start, latest + 1)
+        return list(zip(versions, self.read_commits(versions), strict=True))
+
+    def newer_commits(self, after: int) -> Iterator[tuple[int, list[Action]]]:
+        """Versions the store ratified after ``after`` (another incarnation of
+        the catalog), while it still holds them."""
+        for commit in self.held(after + 1):
+            yield commit.version, self.actions_of(commit)
+
+    def latest_version(self) -> int | None:
+        return self.ratified_store.latest_version(self.table_id)
+
+    def put_commit(
+        self,
+        version: int,
+        actions: Sequence[Action],
+        *,
+        configuration: TableConfiguration | None,
+    ) -> None:
+        info = _info(actions)
+        if version == 0:
+            protocol = next((a for a in actions if isinstance(a, Protocol)), None)
+            metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+            if protocol is None or metadata is None:
+                raise InvalidCommitError("a commit creating a table needs protocol and metaData")
+            check_managed_requirements(protocol, metadata, info)
+        elif (
+            any(isinstance(a, (Protocol, Metadata)) for a in actions)
+            or info is None
+            or not info.txn_id
+            or info.in_commit_timestamp is None
+        ):  # else the table's protocol and metadata stay as checked when they were set
+            assert configuration is not None  # a table exists past version 0
+            check_commit_actions(
+                actions, protocol=configuration.protocol, metadata=configuration.metadata
+            )
+        assert info is not None and info.txn_id  # checked above
+        data = serialize_actions(list(actions))
+        if self.restage is not None:  # re-stage: a staged file is never reused
+            name = staged_commit_name(version, str(uuid.uuid4()))
+            self._store.put_if_absent(name, data)
+            crash_point("catalog_after_stage")
+            commit = RatifiedCommit.staged(
+                version, STAGED_PREFIX + name, timestamp=info.in_commit_timestamp
+            )
+        else:
+            commit = RatifiedCommit.inline(version, actions, timestamp=info.in_commit_timestamp)
+        self.ratify(commit, info.txn_id, data)
+
+    def put_commits(self, commits: Sequence[tuple[int, list[Action]]]) -> int:
+        raise NotImplementedError("a catalog ratifies one commit at a time (batches_writes)")
+
+    def ratify(self, commit: RatifiedCommit, txn_id: str, data: bytes) -> None:
+        if self.ratifier is not None:  # group commit: durable before the caller answers
+            self.ratifier.submit(Ratification(self.table_id, commit, txn_id), data)
+            return
+        crash_point("catalog_before_ratify")
+        try:
+            self.ratified_store.ratify(self.table_id, commit, txn_id=txn_id)
+        except RatificationError as error:
+            if error.latest_version is not None and error.latest_version >= commit.version:
+                raise FileAlreadyExistsError(
+                    f"version {commit.version} of {self.table_id} is already ratified"
+                ) from error
+            raise
+        crash_point("catalog_after_ratify")
+        if self.on_ratified is not None:
+            self.on_ratified(Ratified(self.table_id, commit, data))
+
+
+class ManagedTableCoordinator:
+    """One catalog-managed table's serial history (see the module docstring):
+    a :class:`CommitCoordinator` with a :class:`CatalogCommitter`, plus what
+    only a catalog does."""
 
     def __init__(
         self,
@@ -126,87 +286,71 @@ class ManagedTableCoordinator(CommitCoordinator):
         ratifier: GroupRatifier | None = None,
     ) -> None:
         self.table_id = table_id
-        self.ratified_store = ratified_store
-        self.on_ratified = on_ratified
-        self.ratifier = ratifier
-        """When set, ratifications are queued for its group commit: the caller
-        must :meth:`GroupRatifier.wait` before answering (durable first)."""
-        self._staged: str | None = None
-        """While a staged commit is being committed: the client's file (root-relative)."""
-        super().__init__(table_uri, storage_options=storage_options, window=window)
-
-    # --- the catalog's view of the log -------------------------------------------------
-
-    def _held(self, start_version: int | None = None) -> list[RatifiedCommit]:
-        return list(self.ratified_store.ratified(self.table_id, start_version=start_version))
-
-    def _load_snapshot(self, version: int | None = None) -> Snapshot:
-        latest = self.ratified_store.latest_version(self.table_id)
-        if latest is None:  # nothing ratified: the table does not exist yet
-            raise TableNotFoundError(f"the catalog holds no version of {self.table_uri}")
-        return load_snapshot_from_store(
-            self.table_uri,
-            self.store,
-            version=version,
-            ratified_commits=self._held(),
-            latest_ratified_version=latest,
+        self.committer = CatalogCommitter(
+            table_id,
+            table_uri,
+            log_store_for(table_uri, storage_options),
+            ratified_store,
+            on_ratified=on_ratified,
+            ratifier=ratifier,
         )
+        self.coordinator = CommitCoordinator(table_uri, window=window, committer=self.committer)
 
-    def actions_of(self, commit: RatifiedCommit) -> list[Action]:
-        """The actions of a ratified commit (its inline content or its staged file)."""
-        if commit.actions is not None:
-            return list(commit.actions)
-        assert commit.staged_name is not None
-        return parse_actions(self.store.read(commit.staged_name))
+    # --- the coordinator's state, as the catalog reads it ----------------------------
 
-    def _read_commits(self, versions: range) -> list[list[Action]]:
-        held = {c.version: c for c in self._held(versions.start) if c.version in versions}
-        out = []
-        for version in versions:
-            commit = held.get(version)
-            if commit is not None:
-                out.append(self.actions_of(commit))
-            else:
-                out.append(parse_actions(self.store.read(commit_name(version))))
-        return out
+    @property
+    def table_uri(self) -> str:
+        return self.coordinator.table_uri
 
-    def _load_window(self, latest: int) -> None:
-        """Remember the last ``window`` versions: held by the store or published."""
-        first = max(0, latest - self.window_size + 1)
-        held = {c.version for c in self._held(first)}
-        listing = {f.name for f in self.store.list_from(first)}
-        start = latest + 1  # the contiguous run of readable versions ending at latest
-        while start - 1 >= first and (start - 1 in held or commit_name(start - 1) in listing):
-            start -= 1
-        versions = range(start, latest + 1)
-        for version, actions in zip(versions, self._read_commits(versions), strict=True):
-            entry = self._remember(version, actions)
-            if version != latest:  # only the latest version's protocol/metadata is known
-                self._window[-1] = replace(entry, protocol=None, metadata=None)
+    @property
+    def store(self) -> LogStore:
+        return self.committer.store
+
+    @property
+    def ratified_store(self) -> RatifiedCommitStore:
+        return self.committer.ratified_store
+
+    @property
+    def version(self) -> int:
+        return self.coordinator.version
+
+    @property
+    def exists(self) -> bool:
+        return self.coordinator.exists
+
+    @property
+    def table_configuration(self) -> TableConfiguration:
+        return self.coordinator.table_configuration
+
+    def reload(self) -> None:
+        self.coordinator.reload()
 
     def catch_up(self) -> int:
-        """Apply versions the store ratified that this coordinator does not know
-        (another incarnation of the catalog); reload if some were published since."""
-        newer = self._held(self.version + 1)
-        count = 0
-        for commit in newer:
-            if commit.version != self.version + 1:
-                break
-            self._apply(commit.version, self.actions_of(commit))
-            count += 1
-        latest = self.ratified_store.latest_version(self.table_id)
-        if latest is not None and latest > self.version:
-            before = self.version
-            self.reload()
-            count += max(0, self.version - before)
-        return count
+        return self.coordinator.catch_up()
+
+    def head(self) -> TableHead:
+        return self.coordinator.head()
+
+    def snapshot(self) -> Snapshot:
+        return self.coordinator.snapshot()
+
+    def tail(self, since_version: int) -> list[tuple[int, list[Action]]] | None:
+        return self.coordinator.tail(since_version)
+
+    def create(self, request: CommitRequest) -> CommitReply:
+        return self.coordinator.create(request)
+
+    def actions_of(self, commit: RatifiedCommit) -> list[Action]:
+        return self.committer.actions_of(commit)
 
     def held_commits(
         self, start_version: int | None = None, end_version: int | None = None
     ) -> tuple[list[RatifiedCommit], int]:
         """Ratified commits still held in ``[start, end]`` and the latest version."""
         held = [
-            c for c in self._held(start_version) if end_version is None or c.version <= end_version
+            c
+            for c in self.committer.held(start_version)
+            if end_version is None or c.version <= end_version
         ]
         return held, self.version
 
@@ -214,7 +358,7 @@ class ManagedTableCoordinator(CommitCoordinator):
 
     def find_committed(self, txn_id: str) -> int | None:
         """The version ``txn_id`` won, if it won one (memory, then the store)."""
-        found = self._txn_versions.get(txn_id)
+        found = self.coordinator.txn_version(txn_id)
         if found is not None:
             return found
         return self.ratified_store.find_txn(self.table_id, txn_id)
@@ -265,11 +409,11 @@ class ManagedTableCoordinator(CommitCoordinator):
                 if as_staged is not None:
                     return as_staged
             inline = request.model_copy(update={"actions": tuple(actions)})
-            self._staged = staged
+            self.committer.restage = staged
             try:
-                reply: CommitReply = self._commit(inline)
+                reply: CommitReply = self.coordinator.commit_inline(inline)
             finally:
-                self._staged = None
+                self.committer.restage = None
         except DeltaConcurrentModificationException as conflict:
             return self._conflict(request, conflict)
         except (TableNotFoundError, VersionNotFoundError):
@@ -290,7 +434,7 @@ class ManagedTableCoordinator(CommitCoordinator):
         missed: list[RatifiedCommit] = []
         if read_version is not None:
             try:
-                winners = self._winners_since(read_version)
+                winners = self.coordinator.winners_since(read_version)
             except VersionNotFoundError:
                 winners = []
             missed = [
@@ -318,12 +462,13 @@ class ManagedTableCoordinator(CommitCoordinator):
             return None
         config = self.table_configuration
         info = _info(actions)
+        last_ict = self.coordinator.last_in_commit_timestamp
         if (
             info is None
             or actions[0] is not info
             or info.txn_id != request.txn_id
             or info.in_commit_timestamp is None
-            or (self._last_ict is not None and info.in_commit_timestamp <= self._last_ict)
+            or (last_ict is not None and info.in_commit_timestamp <= last_ict)
             or ROW_TRACKING in config.supported_features  # row ids are the catalog's to assign
             or any(isinstance(a, (Protocol, Metadata)) for a in actions)
         ):
@@ -357,10 +502,11 @@ class ManagedTableCoordinator(CommitCoordinator):
                 f"staged commit {path!r} has no commitInfo with an inCommitTimestamp "
                 "(a catalog-managed table needs in-commit timestamps)"
             )
-        if self._last_ict is not None and info.in_commit_timestamp <= self._last_ict:
+        last_ict = self.coordinator.last_in_commit_timestamp
+        if last_ict is not None and info.in_commit_timestamp <= last_ict:
             raise InvalidCommitError(
                 f"staged commit {path!r}: inCommitTimestamp {info.in_commit_timestamp} is not "
-                f"after the previous version's {self._last_ict}"
+                f"after the previous version's {last_ict}"
             )
         return self._ratify_staged_file(version, path, actions, txn_id, info)
 
@@ -380,8 +526,8 @@ class ManagedTableCoordinator(CommitCoordinator):
         check_commit_actions(actions, protocol=config.protocol, metadata=config.metadata)
         commit = RatifiedCommit.staged(version, path, timestamp=info.in_commit_timestamp)
         data = self.store.read(commit.staged_name or "")
-        self._ratify(commit, txn_id, data)
-        entry = self._apply(version, list(actions))
+        self.committer.ratify(commit, txn_id, data)
+        entry = self.coordinator.apply_committed(version, list(actions))
         return CommitCommitted(
             txn_id=txn_id,
             version=version,
@@ -390,58 +536,12 @@ class ManagedTableCoordinator(CommitCoordinator):
             published=False,
         )
 
-    def _put_commit(self, version: int, actions: Sequence[Action]) -> None:
-        from raydelta.protocol.actions import serialize_actions
-
-        info = _info(actions)
-        if version == 0:
-            protocol = next((a for a in actions if isinstance(a, Protocol)), None)
-            metadata = next((a for a in actions if isinstance(a, Metadata)), None)
-            if protocol is None or metadata is None:
-                raise InvalidCommitError("a commit creating a table needs protocol and metaData")
-            check_managed_requirements(protocol, metadata, info)
-        elif (
-            any(isinstance(a, (Protocol, Metadata)) for a in actions)
-            or info is None
-            or not info.txn_id
-            or info.in_commit_timestamp is None
-        ):  # else the table's protocol and metadata stay as checked when they were set
-            config = self.table_configuration
-            check_commit_actions(actions, protocol=config.protocol, metadata=config.metadata)
-        assert info is not None and info.txn_id  # checked above
-        data = serialize_actions(list(actions))
-        if self._staged is not None:  # re-stage: a staged file is never reused
-            name = staged_commit_name(version, str(uuid.uuid4()))
-            self.store.put_if_absent(name, data)
-            crash_point("catalog_after_stage")
-            commit = RatifiedCommit.staged(
-                version, STAGED_PREFIX + name, timestamp=info.in_commit_timestamp
-            )
-        else:
-            commit = RatifiedCommit.inline(version, actions, timestamp=info.in_commit_timestamp)
-        self._ratify(commit, info.txn_id, data)
-
-    def _ratify(self, commit: RatifiedCommit, txn_id: str, data: bytes) -> None:
-        if self.ratifier is not None:  # group commit: durable before the caller answers
-            self.ratifier.submit(Ratification(self.table_id, commit, txn_id), data)
-            return
-        crash_point("catalog_before_ratify")
-        try:
-            self.ratified_store.ratify(self.table_id, commit, txn_id=txn_id)
-        except RatificationError as error:
-            if error.latest_version is not None and error.latest_version >= commit.version:
-                raise FileAlreadyExistsError(
-                    f"version {commit.version} of {self.table_id} is already ratified"
-                ) from error
-            raise
-        crash_point("catalog_after_ratify")
-        if self.on_ratified is not None:
-            self.on_ratified(Ratified(self.table_id, commit, data))
-
     def forget_staged(self, path: str, won: int) -> None:
         """Delete the client's staged file: another file was ratified for its commit."""
         staged = parse_staged_commit_path(path)
-        if staged is None or any(c.path == path for c in self._held(won) if c.version == won):
+        if staged is None or any(
+            c.path == path for c in self.committer.held(won) if c.version == won
+        ):
             return
         try:
             self.store.delete(staged.name)

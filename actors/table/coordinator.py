@@ -29,11 +29,12 @@ Invariants:
   when a snapshot is asked for, off the commit path once
   ``PENDING_FOLD_COMMITS`` commits wait (:meth:`CommitCoordinator.fold_work`),
   and by a commit itself past ``PENDING_MAX_COMMITS``.
-- Storage is reached through three hooks (``_load_snapshot``,
-  ``_read_commits``, ``_put_commit``) plus :meth:`catch_up` and
-  ``_load_window``: a catalog's coordinator of a catalog-managed table
-  (:mod:`raydelta.actors.catalog.tables`) overrides them to ratify into its
-  durable store instead of writing ``<v>.json``; the commit rules stay here.
+- Storage is reached only through the :class:`~raydelta.actors.table.committer.Committer`
+  it is given: put-if-absent of ``<v>.json`` by default
+  (:class:`~raydelta.actors.table.committer.FilesystemCommitter`), or the
+  catalog's ratification for a catalog-managed table
+  (:mod:`raydelta.actors.catalog.tables`); the commit rules stay here and
+  no kind of table needs a subclass.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from itertools import islice
 from typing import Any
 
 from raydelta.actors.faults import crash_point
+from raydelta.actors.table.committer import Committer, FilesystemCommitter
 from raydelta.protocol.actions import (
     Action,
     AddFile,
@@ -54,8 +56,6 @@ from raydelta.protocol.actions import (
     Metadata,
     Protocol,
     RemoveFile,
-    parse_actions,
-    serialize_actions,
 )
 from raydelta.protocol.commit_rules import validate_commit
 from raydelta.protocol.conflicts import check_conflicts
@@ -89,7 +89,7 @@ from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENA
 from raydelta.protocol.winning_commits import WinningCommit
 from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.store import LogStore, log_store_for
-from raydelta.storage.snapshot import Snapshot, load_snapshot_from_store
+from raydelta.storage.snapshot import Snapshot
 
 DEFAULT_WINDOW = 1000
 """Recent commits kept in memory for conflict checks and exactly-once lookups."""
@@ -156,12 +156,6 @@ def _from_log(version: int, actions: Sequence[Action]) -> CommittedVersion:
 class CommitCoordinator:
     """Serial committer and in-memory state of one table (see module doc)."""
 
-    commits_catalog_managed = False
-    """Whether this coordinator may commit to a ``catalogManaged`` table. A
-    filesystem coordinator (the ``TableActor``'s) may not: such a table's
-    commits go through its catalog (CATALOG_MANAGED.md, "Writer Requirements"),
-    and so does making a table catalog-managed."""
-
     def __init__(
         self,
         table_uri: str,
@@ -169,9 +163,15 @@ class CommitCoordinator:
         storage_options: dict[str, Any] | None = None,
         window: int = DEFAULT_WINDOW,
         store: LogStore | None = None,
+        committer: Committer | None = None,
     ) -> None:
         self.table_uri = table_uri
-        self.store = store or log_store_for(table_uri, storage_options)
+        if committer is None:
+            committer = FilesystemCommitter(
+                table_uri, store or log_store_for(table_uri, storage_options)
+            )
+        self.committer = committer
+        self.store = committer.store
         # The root as log paths are compared against it (file_actions.canonical_path).
         self._root_key = table_root_key_of(self.store.fs, self.store.table_root)
         self.window_size = window
@@ -187,6 +187,14 @@ class CommitCoordinator:
         self.reload()
 
     # --- state ------------------------------------------------------------------
+
+    @property
+    def commits_catalog_managed(self) -> bool:
+        """Whether this coordinator may commit to a ``catalogManaged`` table. A
+        filesystem coordinator (the ``TableActor``'s) may not: such a table's
+        commits go through its catalog (CATALOG_MANAGED.md, "Writer Requirements"),
+        and so does making a table catalog-managed."""
+        return self.committer.catalog_managed
 
     @property
     def version(self) -> int:
@@ -215,7 +223,7 @@ class CommitCoordinator:
         self._txn_versions.clear()
         self._pending = []
         try:
-            snapshot = self._load_snapshot()
+            snapshot = self.committer.load_snapshot()
         except TableNotFoundError:
             self._files_base = self._head = TableState(table_root=self._root_key)
             self._last_ict = None
@@ -226,14 +234,10 @@ class CommitCoordinator:
         self._load_window(snapshot.version)
 
     def _load_window(self, latest: int) -> None:
-        """Remember the last ``window`` commits that are still in the log."""
+        """Remember the last ``window`` commits that are still readable."""
         first = max(0, latest - self.window_size + 1)
-        names = [commit_name(v) for v in range(first, latest + 1)]
-        listing = {f.name for f in self.store.list_from(first)}
-        present = [n for n in names if n in listing]
-        for name, data in zip(present, self.store.read_many(present), strict=True):
-            version = int(name.split(".", 1)[0])
-            entry = self._remember(version, parse_actions(data))
+        for version, actions in self.committer.recent_commits(first, latest):
+            entry = self._remember(version, actions)
             if version != latest:  # only the latest version's protocol/metadata is known here
                 self._window[-1] = replace(entry, protocol=None, metadata=None)
 
@@ -329,19 +333,25 @@ class CommitCoordinator:
     # --- catching up with other writers ----------------------------------------
 
     def catch_up(self) -> int:
-        """Apply commits other engines wrote after :attr:`version`; returns how many."""
+        """Apply versions others made durable after :attr:`version` (other
+        engines, another incarnation of a catalog); returns how many. Reloads
+        when the committer knows of later versions it cannot hand over one by
+        one (a catalog's commits published and no longer held)."""
         count = 0
-        while True:
-            version = self.version + 1
-            try:
-                data = self.store.read(commit_name(version))
-            except FileNotFoundError:
-                return count
-            actions = parse_actions(data)
+        for version, actions in self.committer.newer_commits(self.version):
+            if version != self.version + 1:
+                break
             self._apply(version, actions)
             count += 1
+        latest = self.committer.latest_version()
+        if latest is not None and latest > self.version:
+            before = self.version
+            self.reload()
+            count += max(0, self.version - before)
+        return count
 
-    def _winners_since(self, read_version: int) -> list[CommittedVersion]:
+    def winners_since(self, read_version: int) -> list[CommittedVersion]:
+        """The versions committed after ``read_version`` (the window, else the log)."""
         if read_version >= self.version:
             return []
         if self._window and self._window[0].version <= read_version + 1:
@@ -354,26 +364,12 @@ class CommitCoordinator:
         # Older than the window: read the missing range from the log.
         needed = range(read_version + 1, self.version + 1)
         try:
-            commits = self._read_commits(needed)
+            commits = self.committer.read_commits(needed)
         except FileNotFoundError as exc:
             raise VersionNotFoundError(
                 f"read version {read_version} is older than the retained log of {self.table_uri}"
             ) from exc
         return [_from_log(v, actions) for v, actions in zip(needed, commits, strict=True)]
-
-    def _read_commits(self, versions: range) -> list[list[Action]]:
-        """The actions of ``versions`` from the log (FileNotFoundError if one is gone)."""
-        blobs = self.store.read_many([commit_name(v) for v in versions])
-        return [parse_actions(b) for b in blobs]
-
-    def _load_snapshot(self, version: int | None = None) -> Snapshot:
-        """The table at ``version`` (latest: None) read from storage."""
-        return load_snapshot_from_store(self.table_uri, self.store, version=version)
-
-    def _put_commit(self, version: int, actions: Sequence[Action]) -> None:
-        """Make ``actions`` version ``version`` durably; raise
-        :class:`FileAlreadyExistsError` when another commit holds that version."""
-        self.store.put_if_absent(commit_name(version), serialize_actions(list(actions)))
 
     # --- committing ---------------------------------------------------------------
 
@@ -411,7 +407,7 @@ class CommitCoordinator:
             now_ms=now,
         )
         try:
-            self._put_commit(0, actions)
+            self.committer.put_commit(0, actions, configuration=None)
         except FileAlreadyExistsError:
             self.catch_up()
             raise TableAlreadyExistsError(
@@ -470,7 +466,7 @@ class CommitCoordinator:
         entry = self._window_entry(read_version)
         if entry is not None and entry.protocol and entry.metadata:
             return self._configuration_of(entry.protocol, entry.metadata)
-        return self._load_snapshot(read_version).table_configuration
+        return self.committer.load_snapshot(read_version).table_configuration
 
     def _high_water_mark(self) -> int | None:
         domain = self._head.domain_actions.get(ROW_TRACKING_DOMAIN)
@@ -481,6 +477,30 @@ class CommitCoordinator:
     def commit(self, request: CommitRequest) -> CommitReply:
         """Check, rebase and write one commit; see the module invariants."""
         return self._judge(request, None)
+
+    def commit_inline(self, request: CommitRequest) -> CommitReply:
+        """:meth:`commit`, but a conflict or an invalid commit is raised (the
+        delta-spark exception) for the caller to answer in its own words."""
+        return self._commit(request)
+
+    def txn_version(self, txn_id: str) -> int | None:
+        """The version ``txn_id`` won, if the coordinator remembers it."""
+        return self._txn_versions.get(txn_id)
+
+    @property
+    def last_in_commit_timestamp(self) -> int | None:
+        """The latest version's in-commit timestamp (None: not enabled)."""
+        return self._last_ict
+
+    def apply_committed(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
+        """Apply ``version`` that the committer made durable outside
+        :meth:`commit` (a staged file ratified exactly as it is); it must be
+        the next version."""
+        if version != self.version + 1:
+            raise VersionNotFoundError(
+                f"version {version} cannot follow {self.version} of {self.table_uri}"
+            )
+        return self._apply(version, actions)
 
     def _judge(
         self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None
@@ -499,8 +519,8 @@ class CommitCoordinator:
     @property
     def batches_writes(self) -> bool:
         """Whether :meth:`commit_many` writes a batch at once (the log store's own
-        put-if-absent; a catalog's coordinator ratifies one commit at a time)."""
-        return type(self)._put_commit is CommitCoordinator._put_commit
+        put-if-absent; a catalog's committer ratifies one commit at a time)."""
+        return self.committer.batches_writes
 
     def commit_many(self, requests: Sequence[CommitRequest]) -> list[CommitReply | Exception]:
         """Group commit: :meth:`commit` of each request in order, as consecutive
@@ -522,9 +542,8 @@ class CommitCoordinator:
         if not staged:
             return results
         crash_point("before_put")
-        items = [(commit_name(v), serialize_actions(a)) for v, a in staged]
         try:
-            created = self.store.put_if_absent_many(items)
+            created = self.committer.put_commits(staged)
         except Exception:  # the serial path below meets it again, per request
             created = -1
         if created == len(staged):
@@ -600,7 +619,7 @@ class CommitCoordinator:
             attempts += 1
             if not self.commits_catalog_managed and self.table_configuration.is_catalog_managed:
                 raise self._managed_refusal("commit to a catalog-managed table")
-            winners = self._winners_since(read_version)
+            winners = self.winners_since(read_version)
             for winner in winners:
                 if winner.txn_id == request.txn_id:
                     return self._already(request, winner.version)
@@ -667,7 +686,7 @@ class CommitCoordinator:
                 )
             crash_point("before_put")
             try:
-                self._put_commit(version, actions)
+                self.committer.put_commit(version, actions, configuration=latest)
             except FileAlreadyExistsError:
                 if self.catch_up() == 0:
                     raise RaydeltaError(
