@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
 
+from raydelta.protocol.actions import Action, Metadata
 from raydelta.protocol.errors import CorruptLogError, InvalidTableError, VersionNotFoundError
 from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION
 
@@ -144,3 +145,19 @@ def version_at_timestamp(
             f"(version {newest.version} at {_format_ms(newest.timestamp_ms)})"
         )
     return found
+
+
+def with_ict_enablement(actions: Sequence[Action], version: int) -> list[Action]:
+    """Record where In-Commit Timestamps start when a commit turns them on for a
+    table with earlier commits (PROTOCOL.md, "Writer Requirements for In-Commit
+    Timestamps", 4): ``rebase`` then stamps the enablement version and timestamp
+    with the commit's final version and in-commit timestamp."""
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, Metadata) and ICT_ENABLEMENT_VERSION not in action.configuration:
+            configuration = dict(action.configuration)
+            configuration[ICT_ENABLEMENT_VERSION] = str(version)
+            configuration[ICT_ENABLEMENT_TIMESTAMP] = "0"  # replaced by rebase
+            action = action.model_copy(update={"configuration": configuration})
+        out.append(action)
+    return out

@@ -51,7 +51,8 @@ from typing import Any
 
 from raydelta.actors.catalog.group_commit import GroupRatifier
 from raydelta.actors.faults import crash_point
-from raydelta.actors.table.coordinator import DEFAULT_WINDOW, CommitCoordinator
+from raydelta.actors.table.coordinator import CommitCoordinator
+from raydelta.actors.table.history import DEFAULT_WINDOW
 from raydelta.protocol.actions import (
     Action,
     CommitInfo,

@@ -67,7 +67,8 @@ import ray
 
 from raydelta.actors.cluster import NAMESPACE, table_actor_name
 from raydelta.actors.table.channel import CHANNEL_METHODS, ChannelAddress, ChannelServer
-from raydelta.actors.table.coordinator import CommitCoordinator, PendingFold
+from raydelta.actors.table.coordinator import CommitCoordinator
+from raydelta.actors.table.history import PendingFold
 from raydelta.actors.table.incarnation import gcs_fence
 from raydelta.actors.table.metrics import CommitCounters, TableMetrics
 from raydelta.protocol.actions import Action

@@ -40,24 +40,28 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from functools import cached_property
 from itertools import islice
 from typing import Any
 
 from raydelta.actors.faults import crash_point
 from raydelta.actors.table.committer import Committer, FilesystemCommitter
+from raydelta.actors.table.history import (
+    DEFAULT_WINDOW,
+    CommittedVersion,
+    PendingFold,
+    TableHistory,
+    commit_info_of,
+    from_log,
+)
 from raydelta.protocol.actions import (
     Action,
-    AddFile,
     CommitInfo,
     Metadata,
     Protocol,
-    RemoveFile,
 )
 from raydelta.protocol.commit_rules import validate_commit
+from raydelta.protocol.commit_timestamps import with_ict_enablement
 from raydelta.protocol.conflicts import check_conflicts
 from raydelta.protocol.errors import (
     CatalogManagedTableError,
@@ -78,79 +82,17 @@ from raydelta.protocol.events import (
 )
 from raydelta.protocol.file_names import commit_name
 from raydelta.protocol.rebase import rebase
-from raydelta.protocol.reconciliation import TableHead, TableState, apply_commits
+from raydelta.protocol.reconciliation import TableHead, TableState
 from raydelta.protocol.row_tracking import (
     ROW_TRACKING_DOMAIN,
     high_water_mark_of,
     with_row_tracking_preserved,
 )
 from raydelta.protocol.table_configuration import TableConfiguration
-from raydelta.protocol.table_properties import ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION
 from raydelta.protocol.winning_commits import WinningCommit
 from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot
-
-DEFAULT_WINDOW = 1000
-"""Recent commits kept in memory for conflict checks and exactly-once lookups."""
-
-PENDING_FOLD_COMMITS = 1024
-"""Commits with file actions not yet folded into the file tables past which
-:meth:`CommitCoordinator.fold_work` offers them for folding (a table actor
-folds them off its lock)."""
-
-PENDING_MAX_COMMITS = 4 * PENDING_FOLD_COMMITS
-"""Past this many, a commit folds them itself: a table only ever appended to,
-whose state nobody asks for, must not keep every commit's actions forever."""
-
-
-@dataclass(frozen=True)
-class PendingFold:
-    """Commits to fold into a file state, taken under the caller's lock and
-    folded outside it (pure: :func:`apply_commits` of immutable states)."""
-
-    base: TableState
-    commits: tuple[tuple[int, Sequence[Action]], ...]
-
-    def run(self) -> TableState:
-        return apply_commits(self.base, self.commits, keep_index=True)
-
-
-@dataclass(frozen=True)
-class CommittedVersion:  # cached_property needs a __dict__: no slots
-    """One commit of the history as the coordinator remembers it."""
-
-    version: int
-    actions: tuple[Action, ...]
-    txn_id: str | None
-    in_commit_timestamp: int | None
-    timestamp: int
-    protocol: Protocol | None = None
-    """The table's protocol after this version."""
-    metadata: Metadata | None = None
-    """The table's metadata after this version."""
-
-    @cached_property
-    def winning_commit(self) -> WinningCommit:
-        return WinningCommit.from_actions(
-            self.version, list(self.actions), file_timestamp=self.timestamp
-        )
-
-
-def _commit_info_of(actions: Sequence[Action]) -> CommitInfo | None:
-    for action in actions:
-        if isinstance(action, CommitInfo):
-            return action
-    return None
-
-
-def _from_log(version: int, actions: Sequence[Action]) -> CommittedVersion:
-    """A commit read back from the log, outside the window. Its ``txnId`` is kept:
-    a retry of a commit older than the window must still find it (exactly once)."""
-    info = _commit_info_of(actions)
-    ict = info.in_commit_timestamp if info else None
-    stamp = ict if ict is not None else (info.timestamp if info and info.timestamp else 0)
-    return CommittedVersion(version, tuple(actions), info.txn_id if info else None, ict, stamp)
 
 
 class CommitCoordinator:
@@ -175,13 +117,7 @@ class CommitCoordinator:
         # The root as log paths are compared against it (file_actions.canonical_path).
         self._root_key = table_root_key_of(self.store.fs, self.store.table_root)
         self.window_size = window
-        self._window: deque[CommittedVersion] = deque(maxlen=window)
-        self._txn_versions: dict[str, int] = {}
-        self._files_base: TableState = TableState()
-        self._pending: list[tuple[int, Sequence[Action]]] = []
-        self._head: TableState = TableState()
-        self._last_ict: int | None = None
-        self._last_timestamp = 0
+        self.history = TableHistory(window)
         self._config_cache: TableConfiguration | None = None
         self._older_configs: dict[tuple[int, int], TableConfiguration] = {}
         self.reload()
@@ -199,16 +135,16 @@ class CommitCoordinator:
     @property
     def version(self) -> int:
         """Latest version known (-1 when the table does not exist yet)."""
-        return self._head.version
+        return self.history.head.version
 
     @property
     def exists(self) -> bool:
-        return self._head.version >= 0
+        return self.history.head.version >= 0
 
     @property
     def table_configuration(self) -> TableConfiguration:
         """The validated protocol + metadata at :attr:`version` (cached per pair)."""
-        protocol, metadata = self._head.protocol, self._head.metadata
+        protocol, metadata = self.history.head.protocol, self.history.head.metadata
         if protocol is None or metadata is None:
             raise TableNotFoundError(f"no Delta table at {self.table_uri}")
         cached = self._config_cache
@@ -219,116 +155,58 @@ class CommitCoordinator:
     def reload(self) -> None:
         """Rebuild everything from the log (start, restart, or after corruption)."""
         crash_point("reload")
-        self._window.clear()
-        self._txn_versions.clear()
-        self._pending = []
         try:
             snapshot = self.committer.load_snapshot()
         except TableNotFoundError:
-            self._files_base = self._head = TableState(table_root=self._root_key)
-            self._last_ict = None
+            self.history.reset(
+                TableState(table_root=self._root_key), timestamp=self.history.last_timestamp
+            )
             return
-        self._files_base = self._head = snapshot.state
-        self._last_timestamp = snapshot.timestamp
-        self._last_ict = snapshot.timestamp if self._ict_enabled() else None
+        self.history.reset(snapshot.state, timestamp=snapshot.timestamp)
+        self.history.last_ict = snapshot.timestamp if self._ict_enabled() else None
         self._load_window(snapshot.version)
 
     def _load_window(self, latest: int) -> None:
         """Remember the last ``window`` commits that are still readable."""
         first = max(0, latest - self.window_size + 1)
         for version, actions in self.committer.recent_commits(first, latest):
-            entry = self._remember(version, actions)
+            self.history.remember(version, actions)
             if version != latest:  # only the latest version's protocol/metadata is known here
-                self._window[-1] = replace(entry, protocol=None, metadata=None)
-
-    def _remember(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
-        info = _commit_info_of(actions)
-        ict = info.in_commit_timestamp if info else None
-        stamp = ict if ict is not None else (info.timestamp if info and info.timestamp else 0)
-        entry = CommittedVersion(
-            version,
-            tuple(actions),
-            info.txn_id if info else None,
-            ict,
-            stamp,
-            self._head.protocol,
-            self._head.metadata,
-        )
-        if len(self._window) == self._window.maxlen and self._window[0].txn_id:
-            self._txn_versions.pop(self._window[0].txn_id, None)
-        self._window.append(entry)
-        if entry.txn_id:
-            self._txn_versions[entry.txn_id] = version
-        if ict is not None:
-            self._last_ict = ict
-        self._last_timestamp = stamp
-        return entry
-
-    def _apply(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
-        non_file = [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]
-        self._head = replace(
-            apply_commits(self._head, [(version, non_file)]),
-            adds=self._files_base.adds,
-            removes=self._files_base.removes,
-        )
-        if any(isinstance(a, (AddFile, RemoveFile)) for a in actions):
-            self._pending.append((version, actions))
-            if len(self._pending) >= PENDING_MAX_COMMITS:
-                self._fold_pending()
-        return self._remember(version, actions)
-
-    def _fold_pending(self) -> None:
-        if self._pending:
-            self._files_base = apply_commits(self._files_base, self._pending, keep_index=True)
-            self._pending = []
+                self.history.forget_configuration_of_last()
 
     def fold_work(self) -> PendingFold | None:
         """The pending commits to fold, once there are
-        :data:`PENDING_FOLD_COMMITS` of them; hand the result of its ``run``
-        to :meth:`install_fold` (both calls under the same lock as commits)."""
-        if len(self._pending) < PENDING_FOLD_COMMITS:
-            return None
-        return PendingFold(self._files_base, tuple(self._pending))
+        :data:`~raydelta.actors.table.history.PENDING_FOLD_COMMITS` of them; hand
+        the result of its ``run`` to :meth:`install_fold` (both calls under the
+        same lock as commits)."""
+        return self.history.fold_work()
 
     def install_fold(self, work: PendingFold, folded: TableState) -> bool:
-        """Make ``folded`` (``work.run()``) the file state, unless the state
-        moved on another way since ``work`` was taken (a snapshot folded the
-        same commits, a reload): then nothing changes and False is returned.
-
-        The pending list is only ever appended to, or emptied together with a
-        new file base; so while the base is ``work.base`` the list still starts
-        with ``work.commits``."""
-        if self._files_base is not work.base:
-            return False
-        self._files_base = folded
-        self._pending = self._pending[len(work.commits) :]
-        return True
+        """Make ``folded`` the file state unless the state moved on another way
+        since ``work`` was taken (:meth:`TableHistory.install_fold`)."""
+        return self.history.install_fold(work, folded)
 
     def state(self) -> TableState:
         """The full reconciled state at :attr:`version` (folds pending commits)."""
-        self._fold_pending()
-        self._files_base = replace(
-            self._head, adds=self._files_base.adds, removes=self._files_base.removes
-        )
-        self._head = self._files_base
-        return self._files_base
+        return self.history.state()
 
     def head(self) -> TableHead:
         """The non-file part of the latest state."""
-        return self._head.head()
+        return self.history.head.head()
 
     def snapshot(self) -> Snapshot:
         state = self.state()
-        return Snapshot(self.table_uri, state, None, self._last_timestamp)
+        return Snapshot(self.table_uri, state, None, self.history.last_timestamp)
 
     def tail(self, since_version: int) -> list[tuple[int, list[Action]]] | None:
         """Commits after ``since_version`` from memory, or None if the window
         no longer reaches back that far (the caller then reloads)."""
-        if since_version >= self.version:
-            return []
-        if not self._window or self._window[0].version > since_version + 1:
-            return None
-        return [(c.version, list(c.actions)) for c in self._window if c.version > since_version]
+        return self.history.tail(since_version)
+
+    @property
+    def _pending(self) -> list[tuple[int, Sequence[Action]]]:
+        """The commits not folded into the file tables yet (tests read it)."""
+        return self.history.pending
 
     # --- catching up with other writers ----------------------------------------
 
@@ -341,7 +219,7 @@ class CommitCoordinator:
         for version, actions in self.committer.newer_commits(self.version):
             if version != self.version + 1:
                 break
-            self._apply(version, actions)
+            self.history.apply(version, actions)
             count += 1
         latest = self.committer.latest_version()
         if latest is not None and latest > self.version:
@@ -354,13 +232,13 @@ class CommitCoordinator:
         """The versions committed after ``read_version`` (the window, else the log)."""
         if read_version >= self.version:
             return []
-        if self._window and self._window[0].version <= read_version + 1:
-            first = self._window_entry(read_version + 1)
+        if self.history.window and self.history.window[0].version <= read_version + 1:
+            first = self.history.entry(read_version + 1)
             if first is not None:
-                start = first.version - self._window[0].version
-                if self._window[start] is first:
-                    return list(islice(self._window, start, None))
-            return [c for c in self._window if c.version > read_version]
+                start = first.version - self.history.window[0].version
+                if self.history.window[start] is first:
+                    return list(islice(self.history.window, start, None))
+            return [c for c in self.history.window if c.version > read_version]
         # Older than the window: read the missing range from the log.
         needed = range(read_version + 1, self.version + 1)
         try:
@@ -369,7 +247,7 @@ class CommitCoordinator:
             raise VersionNotFoundError(
                 f"read version {read_version} is older than the retained log of {self.table_uri}"
             ) from exc
-        return [_from_log(v, actions) for v, actions in zip(needed, commits, strict=True)]
+        return [from_log(v, actions) for v, actions in zip(needed, commits, strict=True)]
 
     # --- committing ---------------------------------------------------------------
 
@@ -378,11 +256,11 @@ class CommitCoordinator:
 
     def create(self, request: CommitRequest) -> CommitReply:
         """Write version 0. Fails with :class:`TableAlreadyExistsError` if it exists."""
-        if request.txn_id in self._txn_versions:
+        if request.txn_id in self.history.txn_versions:
             return self._already(request)
         self.catch_up()
         if self.exists:
-            found = self._find_txn_in_log(request.txn_id)
+            found = self.history.find_txn(request.txn_id)
             if found is not None:
                 return self._already(request, found)
             raise TableAlreadyExistsError(f"a Delta table already exists at {self.table_uri}")
@@ -413,8 +291,8 @@ class CommitCoordinator:
             raise TableAlreadyExistsError(
                 f"a Delta table already exists at {self.table_uri}"
             ) from None
-        self._files_base = TableState(table_root=self._root_key)
-        entry = self._apply(0, actions)
+        self.history.files_base = TableState(table_root=self._root_key)
+        entry = self.history.apply(0, actions)
         return CommitCommitted(
             txn_id=request.txn_id,
             version=0,
@@ -424,16 +302,10 @@ class CommitCoordinator:
         )
 
     def _already(self, request: CommitRequest, version: int | None = None) -> CommitCommitted:
-        won = version if version is not None else self._txn_versions[request.txn_id]
+        won = version if version is not None else self.history.txn_versions[request.txn_id]
         return CommitCommitted(
             txn_id=request.txn_id, version=won, in_commit_timestamp=None, attempts=0
         )
-
-    def _find_txn_in_log(self, txn_id: str) -> int | None:
-        for entry in self._window:
-            if entry.txn_id == txn_id:
-                return entry.version
-        return None
 
     def _configuration_of(self, protocol: Protocol, metadata: Metadata) -> TableConfiguration:
         """A TableConfiguration per (protocol, metadata) pair, built once."""
@@ -449,27 +321,17 @@ class CommitCoordinator:
             self._older_configs[key] = cached
         return cached
 
-    def _window_entry(self, version: int) -> CommittedVersion | None:
-        if not self._window:
-            return None
-        index = version - self._window[0].version
-        if 0 <= index < len(self._window):
-            entry = self._window[index]
-            if entry.version == version:  # the window is contiguous unless the log had gaps
-                return entry
-        return next((e for e in self._window if e.version == version), None)
-
     def _read_configuration(self, read_version: int) -> TableConfiguration:
         """The table's protocol and metadata as of ``read_version``."""
         if read_version == self.version:
             return self.table_configuration
-        entry = self._window_entry(read_version)
+        entry = self.history.entry(read_version)
         if entry is not None and entry.protocol and entry.metadata:
             return self._configuration_of(entry.protocol, entry.metadata)
         return self.committer.load_snapshot(read_version).table_configuration
 
     def _high_water_mark(self) -> int | None:
-        domain = self._head.domain_actions.get(ROW_TRACKING_DOMAIN)
+        domain = self.history.head.domain_actions.get(ROW_TRACKING_DOMAIN)
         if domain is None or domain.removed:
             return None
         return high_water_mark_of(domain)
@@ -485,12 +347,12 @@ class CommitCoordinator:
 
     def txn_version(self, txn_id: str) -> int | None:
         """The version ``txn_id`` won, if the coordinator remembers it."""
-        return self._txn_versions.get(txn_id)
+        return self.history.txn_versions.get(txn_id)
 
     @property
     def last_in_commit_timestamp(self) -> int | None:
         """The latest version's in-commit timestamp (None: not enabled)."""
-        return self._last_ict
+        return self.history.last_ict
 
     def apply_committed(self, version: int, actions: Sequence[Action]) -> CommittedVersion:
         """Apply ``version`` that the committer made durable outside
@@ -500,7 +362,7 @@ class CommitCoordinator:
             raise VersionNotFoundError(
                 f"version {version} cannot follow {self.version} of {self.table_uri}"
             )
-        return self._apply(version, actions)
+        return self.history.apply(version, actions)
 
     def _judge(
         self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None
@@ -536,7 +398,7 @@ class CommitCoordinator:
         are found by their ``txnId`` (exactly once)."""
         if len(requests) < 2 or not self.batches_writes:
             return [self._reply_or_error(r, None) for r in requests]
-        saved = self._save_state()
+        saved = self.history.save()
         staged: list[tuple[int, list[Action]]] = []
         results = [self._reply_or_error(r, staged) for r in requests]
         if not staged:
@@ -549,7 +411,7 @@ class CommitCoordinator:
         if created == len(staged):
             crash_point("after_put")
             return results
-        self._restore_state(saved)
+        self.history.restore(saved)
         self.catch_up()
         return [self._reply_or_error(r, None) for r in requests]
 
@@ -563,46 +425,12 @@ class CommitCoordinator:
         except Exception as error:  # handed to the request's own caller
             return error
 
-    def _save_state(self) -> tuple[Any, ...]:
-        return (
-            self._head,
-            self._files_base,
-            list(self._pending),
-            deque(self._window, maxlen=self._window.maxlen),
-            dict(self._txn_versions),
-            self._last_ict,
-            self._last_timestamp,
-        )
-
-    def _restore_state(self, saved: tuple[Any, ...]) -> None:
-        (
-            self._head,
-            self._files_base,
-            self._pending,
-            self._window,
-            self._txn_versions,
-            self._last_ict,
-            self._last_timestamp,
-        ) = saved
-
     def _commit(
         self, request: CommitRequest, staged: list[tuple[int, list[Action]]] | None = None
     ) -> CommitReply:
-        if request.txn_id in self._txn_versions:
+        if request.txn_id in self.history.txn_versions:
             return self._already(request)
-        if not self.exists:
-            self.catch_up()
-            if not self.exists:
-                raise TableNotFoundError(f"no Delta table at {self.table_uri}")
-        read_version = request.read_set.read_version
-        if read_version is None:  # a blind append, judged against the latest table
-            read_version = self.version
-        if read_version > self.version:
-            self.catch_up()
-            if read_version > self.version:
-                raise VersionNotFoundError(
-                    f"read version {read_version} is newer than the table's {self.version}"
-                )
+        read_version = self._read_version_of(request)
         read_config = self._read_configuration(read_version)
         # The request must be valid on the table it read. A winner that makes it
         # invalid (a protocol or metadata change) is a conflict, and check_conflicts
@@ -646,36 +474,9 @@ class CommitCoordinator:
             if not self.commits_catalog_managed and after.is_catalog_managed:
                 raise self._managed_refusal("make a table catalog-managed")
             version = self.version + 1
-            now = int(time.time() * 1000)
-            provenance = self._commit_info(request, version, now)
-            if after.row_tracking_enabled:
-                provenance = with_row_tracking_preserved(provenance, request.actions)
-            own: list[Action] = [a for a in request.actions if not isinstance(a, CommitInfo)]
-            if (
-                after.in_commit_timestamps_enabled
-                and not self.table_configuration.in_commit_timestamps_enabled
-            ):
-                own = _with_ict_enablement(own, version)
-            actions = rebase(
-                [provenance, *own],
-                winning,
-                new_version=version,
-                state_high_water_mark=self._high_water_mark(),
-                in_commit_timestamps_enabled=after.in_commit_timestamps_enabled,
-                row_tracking_supported=after.is_feature_supported("rowTracking"),
-                now_ms=now,
-                previous_commit_timestamp=self._last_ict
-                if self._last_ict is not None
-                else self._last_timestamp,
-            )
-            if after.in_commit_timestamps_enabled or after.is_feature_supported("rowTracking"):
-                # what rebase stamped (commitInfo first with its ICT, row ids); the
-                # file values were checked above against the same configuration
-                validate_commit(
-                    actions, is_create=False, table_configuration=latest, check_values=False
-                )
+            actions = self._rebased(request, winning, version, latest, after)
             if staged is not None:  # commit_many writes it with the batch
-                entry = self._apply(version, actions)
+                entry = self.history.apply(version, actions)
                 staged.append((version, actions))
                 return CommitCommitted(
                     txn_id=request.txn_id,
@@ -694,7 +495,7 @@ class CommitCoordinator:
                     ) from None
                 continue
             crash_point("after_put")
-            entry = self._apply(version, actions)
+            entry = self.history.apply(version, actions)
             return CommitCommitted(
                 txn_id=request.txn_id,
                 version=version,
@@ -702,6 +503,63 @@ class CommitCoordinator:
                 attempts=attempts,
                 rebased_over=tuple(w.version for w in winners),
             )
+
+    def _read_version_of(self, request: CommitRequest) -> int:
+        """The version ``request`` read (the latest for a blind append), once the
+        coordinator has caught up with it; raises when there is no such version."""
+        if not self.exists:
+            self.catch_up()
+            if not self.exists:
+                raise TableNotFoundError(f"no Delta table at {self.table_uri}")
+        read_version = request.read_set.read_version
+        if read_version is None:  # a blind append, judged against the latest table
+            read_version = self.version
+        if read_version > self.version:
+            self.catch_up()
+            if read_version > self.version:
+                raise VersionNotFoundError(
+                    f"read version {read_version} is newer than the table's {self.version}"
+                )
+        return read_version
+
+    def _rebased(
+        self,
+        request: CommitRequest,
+        winning: Sequence[WinningCommit],
+        version: int,
+        latest: TableConfiguration,
+        after: TableConfiguration,
+    ) -> list[Action]:
+        """``request``'s actions as version ``version``: its provenance, rebased
+        over ``winning`` (in-commit timestamp, row ids), checked again where
+        rebase stamped them. ``latest``/``after``: the table before and after."""
+        now = int(time.time() * 1000)
+        provenance = self._commit_info(request, version, now)
+        if after.row_tracking_enabled:
+            provenance = with_row_tracking_preserved(provenance, request.actions)
+        own: list[Action] = [a for a in request.actions if not isinstance(a, CommitInfo)]
+        if after.in_commit_timestamps_enabled and not latest.in_commit_timestamps_enabled:
+            own = with_ict_enablement(own, version)
+        history = self.history
+        actions = rebase(
+            [provenance, *own],
+            winning,
+            new_version=version,
+            state_high_water_mark=self._high_water_mark(),
+            in_commit_timestamps_enabled=after.in_commit_timestamps_enabled,
+            row_tracking_supported=after.is_feature_supported("rowTracking"),
+            now_ms=now,
+            previous_commit_timestamp=history.last_ict
+            if history.last_ict is not None
+            else history.last_timestamp,
+        )
+        if after.in_commit_timestamps_enabled or after.is_feature_supported("rowTracking"):
+            # what rebase stamped (commitInfo first with its ICT, row ids); the
+            # file values were checked above against the same configuration
+            validate_commit(
+                actions, is_create=False, table_configuration=latest, check_values=False
+            )
+        return actions
 
     def _managed_refusal(self, what: str) -> CatalogManagedTableError:
         return CatalogManagedTableError(
@@ -712,7 +570,7 @@ class CommitCoordinator:
 
     def _commit_info(self, request: CommitRequest, version: int, now_ms: int) -> CommitInfo:
         """Provenance of the commit; ``rebase`` adds the in-commit timestamp."""
-        own = _commit_info_of(request.actions)
+        own = commit_info_of(request.actions)
         body: dict[str, Any] = dict(own.to_json_dict()) if own else {}
         body.pop("inCommitTimestamp", None)
         body.update(
@@ -732,25 +590,9 @@ class CommitCoordinator:
 
     def published_event(self, version: int) -> CommitPublished:
         """The typed event subscribers get for ``version`` (must be in the window)."""
-        for entry in reversed(self._window):
+        for entry in reversed(self.history.window):
             if entry.version == version:
                 return CommitPublished.from_actions(
                     self.table_uri, version, entry.timestamp, entry.actions
                 )
         raise VersionNotFoundError(f"version {version} is not in the coordinator's window")
-
-
-def _with_ict_enablement(actions: Sequence[Action], version: int) -> list[Action]:
-    """Record where In-Commit Timestamps start when a commit turns them on for a
-    table with earlier commits (PROTOCOL.md, "Writer Requirements for In-Commit
-    Timestamps", 4): ``rebase`` then stamps the enablement version and timestamp
-    with the commit's final version and in-commit timestamp."""
-    out: list[Action] = []
-    for action in actions:
-        if isinstance(action, Metadata) and ICT_ENABLEMENT_VERSION not in action.configuration:
-            configuration = dict(action.configuration)
-            configuration[ICT_ENABLEMENT_VERSION] = str(version)
-            configuration[ICT_ENABLEMENT_TIMESTAMP] = "0"  # replaced by rebase
-            action = action.model_copy(update={"configuration": configuration})
-        out.append(action)
-    return out

@@ -357,7 +357,7 @@ def test_commits_nobody_reads_are_folded_once_past_the_bound(
 ) -> None:
     """An append-only table whose state is never asked for keeps at most
     ``PENDING_MAX_COMMITS`` commits' actions unfolded (white box: ``_pending``)."""
-    from raydelta.actors.table import coordinator as module
+    from raydelta.actors.table import history as module
 
     monkeypatch.setattr(module, "PENDING_MAX_COMMITS", 8)
     coordinator = new_table(tmp_path)
@@ -373,7 +373,7 @@ def test_commits_nobody_reads_are_folded_once_past_the_bound(
 def test_a_fold_done_outside_the_lock_is_installed_only_on_the_state_it_began_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from raydelta.actors.table import coordinator as module
+    from raydelta.actors.table import history as module
 
     monkeypatch.setattr(module, "PENDING_FOLD_COMMITS", 4)
     coordinator = new_table(tmp_path)

@@ -763,9 +763,9 @@ def test_commits_on_a_row_tracking_table_say_whether_row_ids_were_preserved(
 
 
 def _set_fold_threshold(self: Any, commits: int) -> None:
-    from raydelta.actors.table import coordinator
+    from raydelta.actors.table import history
 
-    coordinator.PENDING_FOLD_COMMITS = commits
+    history.PENDING_FOLD_COMMITS = commits
 
 
 def test_pending_commits_are_folded_by_the_actor_in_the_background(
