@@ -62,9 +62,10 @@ DEFAULT_ROOT = "raydelta-catalog"
 """Where the default catalog keeps its store and new tables (relative to the cwd)."""
 
 
-class CatalogTable(CatalogTableClient, Table):
+class CatalogTable(Table):
     """A catalog-managed :class:`~raydelta.Table`: writes and reads go through
-    its catalog.
+    its catalog (its :attr:`client` is a
+    :class:`~raydelta.actors.catalog.client.CatalogTableClient`).
 
     Maintenance consults the catalog first (CATALOG_MANAGED.md, "Maintenance
     Operations"): :meth:`checkpoint` and :meth:`cleanup_metadata` ask it for
@@ -80,9 +81,25 @@ class CatalogTable(CatalogTableClient, Table):
     """How long maintenance lets the catalog's publishing catch up with the
     latest version before it settles for the newest published one."""
 
+    client: CatalogTableClient
+
+    def __init__(self, client: CatalogTableClient) -> None:
+        super().__init__(client)
+
+    @property
+    def table_name(self) -> str:
+        """The table's name in its catalog."""
+        return self.client.table_name
+
+    def ratified_commits(
+        self, *, start_version: int | None = None, end_version: int | None = None
+    ) -> RatifiedCommits:
+        """The commits the catalog ratified and still holds, and its latest version."""
+        return self.client.ratified_commits(start_version=start_version, end_version=end_version)
+
     def _maintenance_version(self) -> int:
         """The newest published version (the catalog checks WRITE on the table)."""
-        published, _latest = self._call("maintenance_version", self.maintenance_wait_s)
+        published, _latest = self.client._call("maintenance_version", self.maintenance_wait_s)
         if published is None:
             raise CatalogManagedTableError(
                 f"no version of {self.table_name!r} is published yet: nothing to maintain",
@@ -151,7 +168,7 @@ class CatalogTable(CatalogTableClient, Table):
             dry_run=dry_run,
             force=not enforce_retention_duration,
             storage_options=self.storage_options,
-            snapshot=self._load_snapshot(),
+            snapshot=self.client._load_snapshot(),
         )
 
     def history(self, *, limit: int | None = None) -> History:
@@ -286,12 +303,14 @@ class Catalog:
         if not entry.catalog_managed:
             raise CatalogManagedTableError(f"{name!r} is not catalog-managed", entry.location)
         return CatalogTable(
-            entry.location,
-            self.actor,
-            self.storage_options,
-            table_name=name,
-            token=self._token(token),
-            commit_mode=commit_mode,
+            CatalogTableClient(
+                entry.location,
+                self.actor,
+                self.storage_options,
+                table_name=name,
+                token=self._token(token),
+                commit_mode=commit_mode,
+            )
         )
 
     def resolve(self, name: str, *, token: str | None = None) -> TableEntry:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import pyarrow as pa
 
@@ -39,7 +39,7 @@ from raydelta.protocol.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from raydelta.protocol.events import CommitCommitted
+from raydelta.protocol.events import CommitCommitted, IsolationLevel
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.predicates import Predicate
@@ -52,10 +52,13 @@ if TYPE_CHECKING:
     from raydelta.actors.checkpoint.results import CheckpointSummary
     from raydelta.dml.merge import TableMerger
     from raydelta.dml.optimize import TableOptimizer
+    from raydelta.protocol.actions import AddFile
     from raydelta.protocol.dml_metrics import DeleteMetrics, RestoreMetrics, UpdateMetrics
+    from raydelta.protocol.reconciliation import TableHead
     from raydelta.storage.cleanup.metadata import MetadataCleanupReport
     from raydelta.storage.cleanup.vacuum import VacuumReport
     from raydelta.storage.data.writer import WriteResult
+    from raydelta.storage.snapshot import Snapshot
 
 SchemaMode = Literal["merge", "overwrite"]
 CheckpointKind = Literal["auto", "v2", "classic"]
@@ -108,7 +111,7 @@ def create_table(
     table = Table.open(uri, storage_options=storage_options, use_channel=use_channel)
     try:
         commit_create(
-            table,
+            table.client,
             schema,
             partition_by=partition_by,
             properties=properties,
@@ -137,17 +140,93 @@ def open_table(
     return table
 
 
-class Table(TableClient):
+class Table:
     """A Delta table: write and read data, change it, keep it healthy.
 
-    The log-level methods of :class:`~raydelta.actors.table.client.TableClient`
-    (``transaction()``, ``append_files()``, ``snapshot()``) stay available,
-    and :attr:`actor` is the named Ray handle of the table's ``TableActor``.
+    It holds its log-level :attr:`client` (a
+    :class:`~raydelta.actors.table.client.TableClient`, the transport to the
+    table's ``TableActor``); the client's log-level methods
+    (``transaction()``, ``append_files()``, ``snapshot()``) are offered here
+    too, and :attr:`actor` is the named Ray handle of the table's actor.
     """
 
     last_commit: CommitCommitted | None = None
     """The actor's reply to this handle's latest write (``version``,
     ``rebased_over``: the winners it was rebased over, ...)."""
+
+    def __init__(self, client: TableClient) -> None:
+        self.client = client
+
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        use_channel: bool | None = None,
+    ) -> Self:
+        """A handle on the table at ``uri``, starting its actor if none runs."""
+        return cls(TableClient.open(uri, storage_options=storage_options, use_channel=use_channel))
+
+    # --- the client's log-level face ----------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self.client.uri
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        return self.client.storage_options
+
+    @property
+    def actor(self) -> Any:
+        """The Ray handle of the table's actor (a fresh one after a restart)."""
+        return self.client.actor
+
+    def version(self) -> int:
+        """Latest committed version (-1 when the table does not exist)."""
+        return self.client.version()
+
+    def head(self) -> TableHead:
+        """Protocol, metadata, txns and domains at the latest version; no files."""
+        return self.client.head()
+
+    def snapshot(
+        self, *, version: int | None = None, timestamp: int | str | datetime | None = None
+    ) -> Snapshot:
+        """The latest snapshot, or one at ``version`` / ``timestamp`` (time travel)."""
+        return self.client.snapshot(version=version, timestamp=timestamp)
+
+    def transaction(
+        self,
+        *,
+        isolation_level: IsolationLevel | str = IsolationLevel.WRITE_SERIALIZABLE,
+        snapshot: Snapshot | None = None,
+    ) -> Transaction:
+        """A new log-level transaction (:meth:`TableClient.transaction`)."""
+        return self.client.transaction(isolation_level=isolation_level, snapshot=snapshot)
+
+    def append_files(
+        self,
+        *files: AddFile,
+        operation: str = "WRITE",
+        operation_parameters: Mapping[str, Any] | None = None,
+        txn_id: str | None = None,
+    ) -> int:
+        """Blind-append ``files`` in one commit (:meth:`TableClient.append_files`)."""
+        return self.client.append_files(
+            *files, operation=operation, operation_parameters=operation_parameters, txn_id=txn_id
+        )
+
+    def record_operation(
+        self,
+        operation: str,
+        *,
+        parameters: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+    ) -> int:
+        """A commit holding only a ``commitInfo`` (:meth:`TableClient.record_operation`)."""
+        return self.client.record_operation(operation, parameters=parameters, metrics=metrics)
 
     # --- writing ----------------------------------------------------------------------
 
@@ -272,7 +351,7 @@ class Table(TableClient):
         Ray tasks; one commit through the TableActor."""
         from raydelta.dml.operations import stage_delete
 
-        staged = stage_delete(self, predicate)
+        staged = stage_delete(self.client, predicate)
         metrics = staged.commit()
         self.last_commit = None if staged.version is None else self._last_reply(staged)
         return metrics  # type: ignore[return-value]
@@ -290,7 +369,7 @@ class Table(TableClient):
         (``num_updated_rows``, ``num_copied_rows``...)."""
         from raydelta.dml.operations import stage_update
 
-        staged = stage_update(self, updates, new_values=new_values, predicate=predicate)
+        staged = stage_update(self.client, updates, new_values=new_values, predicate=predicate)
         metrics = staged.commit()
         self.last_commit = None if staged.version is None else self._last_reply(staged)
         return metrics  # type: ignore[return-value]
@@ -315,7 +394,7 @@ class Table(TableClient):
         from raydelta.dml.merge import TableMerger
 
         return TableMerger(
-            self,
+            self.client,
             source,
             predicate,
             source_alias=source_alias,
@@ -329,7 +408,7 @@ class Table(TableClient):
         (``optimize.z_order(columns)``), as deltalake's ``TableOptimizer``."""
         from raydelta.dml.optimize import TableOptimizer
 
-        return TableOptimizer(self)
+        return TableOptimizer(self.client, on_committed=self._committed)
 
     def restore(self, target: int | str | datetime) -> RestoreMetrics:
         """Bring back the table as it was at version ``target`` (or at a
@@ -337,7 +416,7 @@ class Table(TableClient):
         metrics (``num_restored_files``, ``num_removed_files``...)."""
         from raydelta.dml.restore import restore
 
-        return restore(self, target)
+        return restore(self.client, target)
 
     def changes(self, starting_version: int, ending_version: int | None = None) -> pa.Table:
         """The change data feed from ``starting_version`` to ``ending_version``
@@ -345,7 +424,10 @@ class Table(TableClient):
         ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
         from raydelta.dml.changes import read_changes
 
-        return read_changes(self, starting_version, ending_version)
+        return read_changes(self.client, starting_version, ending_version)
+
+    def _committed(self, reply: CommitCommitted | None) -> None:
+        self.last_commit = reply
 
     @staticmethod
     def _last_reply(staged: Any) -> CommitCommitted | None:
@@ -405,7 +487,7 @@ class Table(TableClient):
         subscribed to the table's commits if none runs)."""
         from raydelta.actors.checkpoint.actor import ensure_checkpointer
 
-        return ensure_checkpointer(self)
+        return ensure_checkpointer(self.client)
 
     @property
     def cleanup_actor(self) -> Any:
@@ -413,7 +495,7 @@ class Table(TableClient):
         subscribed to the table's commits if none runs)."""
         from raydelta.actors.cleanup.actor import ensure_cleaner
 
-        return ensure_cleaner(self)
+        return ensure_cleaner(self.client)
 
     def checkpoint(self, *, kind: CheckpointKind = "auto") -> CheckpointSummary:
         """Write a checkpoint of the latest version now: ``"v2"`` (sidecars

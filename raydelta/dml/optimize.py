@@ -31,14 +31,14 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from raydelta.dml.execution import run_groups, tag_preserved
 from raydelta.protocol.dml_metrics import OptimizeMetrics
 from raydelta.protocol.errors import InvalidArgumentError
-from raydelta.protocol.events import IsolationLevel
+from raydelta.protocol.events import CommitCommitted, IsolationLevel
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.partition_values import parse_partition_value
 from raydelta.storage.data.optimize import (
@@ -63,8 +63,14 @@ _OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in")
 class TableOptimizer:
     """``Table.optimize``: compaction and z-ordering of a table's files."""
 
-    def __init__(self, table: TableClient) -> None:
+    def __init__(
+        self,
+        table: TableClient,
+        *,
+        on_committed: Callable[[CommitCommitted | None], None] | None = None,
+    ) -> None:
         self._table = table
+        self._on_committed = on_committed
 
     def compact(
         self,
@@ -82,6 +88,7 @@ class TableOptimizer:
             target_size=target_size,
             max_concurrent_tasks=max_concurrent_tasks,
             min_commit_interval=min_commit_interval,
+            on_committed=self._on_committed,
         )
 
     def z_order(
@@ -104,6 +111,7 @@ class TableOptimizer:
             target_size=target_size,
             max_concurrent_tasks=max_concurrent_tasks,
             min_commit_interval=min_commit_interval,
+            on_committed=self._on_committed,
         )
 
 
@@ -227,6 +235,7 @@ def optimize(
     max_concurrent_tasks: int | None,
     min_commit_interval: int | timedelta | None = None,
     snapshot: Snapshot | None = None,
+    on_committed: Callable[[CommitCommitted | None], None] | None = None,
 ) -> OptimizeMetrics:
     """Plan, rewrite and commit (see the module). ``min_commit_interval`` is
     accepted for deltalake's signature; raydelta commits once, at the end."""
@@ -293,7 +302,8 @@ def optimize(
         for result in results:
             delete_bin_written(spec, result)
         raise
-    table.last_commit = txn.committed  # type: ignore[attr-defined]
+    if on_committed is not None:
+        on_committed(txn.committed)
     return metrics
 
 
