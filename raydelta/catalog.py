@@ -91,6 +91,20 @@ class CatalogTable(Table):
         """The table's name in its catalog."""
         return self.client.table_name
 
+    @property
+    def token(self) -> str | None:
+        """The token this handle's calls carry (settable: another principal)."""
+        return self.client.token
+
+    @token.setter
+    def token(self, token: str | None) -> None:
+        self.client.token = token
+
+    @property
+    def commit_mode(self) -> CommitMode:
+        """``"inline"`` or ``"staged"`` commits (see :meth:`Catalog.open_table`)."""
+        return self.client.commit_mode
+
     def ratified_commits(
         self, *, start_version: int | None = None, end_version: int | None = None
     ) -> RatifiedCommits:

@@ -179,6 +179,11 @@ class Table:
         return self.client.storage_options
 
     @property
+    def use_channel(self) -> bool:
+        """Whether hot calls go over the actor's direct socket (``open_table``)."""
+        return self.client.use_channel
+
+    @property
     def actor(self) -> Any:
         """The Ray handle of the table's actor (a fresh one after a restart)."""
         return self.client.actor
