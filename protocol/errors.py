@@ -146,9 +146,10 @@ class InvalidFileActionError(InvalidCommitError):
 class UnsafePathError(InvalidFileActionError):
     """A file path (``add.path``, ``remove.path``, ``cdc.path``, a ``p``-type
     deletion vector's path, a ``u``-type one's random prefix) is empty, is an
-    absolute local path, escapes the table root with ``..`` (after decoding
-    percent-encoding once), or is an absolute URI outside the table root on a
-    table that does not allow external files (``raydelta.allowExternalFiles``)."""
+    absolute local path, escapes the table root with ``..`` or holds an ASCII
+    control character such as NUL (after decoding percent-encoding once), or
+    is an absolute URI outside the table root on a table that does not allow
+    external files (``raydelta.allowExternalFiles``)."""
 
 
 class InvalidStatisticsError(InvalidFileActionError):
