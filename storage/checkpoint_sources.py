@@ -94,9 +94,11 @@ from raydelta.storage.log_reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,
     _parquet_columns,
+    parquet_action_columns,
     read_commits,
     read_last_checkpoint,
     read_rows_of_columns,
+    require_add_column,
     sidecar_path,
 )
 from raydelta.storage.log_store import LogStore
@@ -243,7 +245,9 @@ def _describe_checkpoint(
     paths = tuple(store.path_of(f.name) for f in ref.files)
     contents = CheckpointContents()
     embedded = False
+    columns: list[frozenset[str]] = []
     for file, path in zip(ref.files, paths, strict=True):
+        columns.append(frozenset())
         if file.name.endswith(".json"):
             actions = parse_actions(store.read(file.name))
             embedded = embedded or any(isinstance(a, (AddFile, RemoveFile)) for a in actions)
@@ -251,9 +255,13 @@ def _describe_checkpoint(
                 [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]
             )
         else:
+            columns[-1] = parquet_action_columns(store, path)
             contents.add_parquet_table(
                 read_rows_of_columns(store, path, (*NON_FILE_COLUMNS, "sidecar"))
             )
+    # a part without "add" has none (map tasks read it as such); a checkpoint
+    # without the column anywhere would make the new one silently empty
+    require_add_column(ref.files, columns, names_sidecars=bool(contents.sidecars))
     actions = contents.non_file_actions
     v2 = any(isinstance(a, CheckpointMetadata) for a in actions)
     if v2 and not embedded:

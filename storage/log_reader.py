@@ -9,13 +9,20 @@ Invariants:
   ``checkpointMetadata``) have their sidecars read concurrently; a sidecar
   that is missing is a :class:`CorruptLogError`, never a silently smaller table.
 - A checkpoint yields the same :class:`TableState` whichever format holds it.
+- An action column a checkpoint part does not have is all null in that part
+  (PROTOCOL.md, "Checkpoints": "Any missing column should be treated as
+  null"): a multi-part checkpoint may hold only ``txn`` in some parts. A
+  column that is there must have the checkpoint schema's type (a struct),
+  else :class:`CorruptLogError`; and a classic or multi-part checkpoint none
+  of whose parts has an ``add`` column is refused
+  (:func:`require_add_column`), never read as an empty table.
 - :func:`read_last_checkpoint` is the one reader of ``_last_checkpoint``: a
   missing or corrupt file is no hint (None), never an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,6 +54,51 @@ ACTION_COLUMNS = (
 )
 NON_FILE_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "checkpointMetadata")
 _FILE_FIELDS = {"add": ADD_SCHEMA.names, "remove": REMOVE_SCHEMA.names}
+
+
+def require_add_column(
+    parts: Sequence[LogFile], columns: Sequence[Collection[str]], *, names_sidecars: bool
+) -> None:
+    """Refuse a checkpoint whose file actions would silently read as none.
+
+    ``columns`` holds the top-level columns of each parquet part of one
+    checkpoint (``parts``, in the same order). A part without ``add`` has no
+    ``add`` rows, as for every reader of the spec; but when *no* part of a
+    classic or multi-part checkpoint has the column and the checkpoint names
+    no sidecar, the table would read as empty. Every writer writes the
+    column (all null on a table without files), so that is a damaged file
+    (a rewrite that dropped the column, a truncated schema): a
+    :class:`CorruptLogError`, the table's files never silently dropped.
+    UUID-named checkpoints and JSON parts are not judged here.
+    """
+    parquet = [(p, c) for p, c in zip(parts, columns, strict=True) if p.name.endswith(".parquet")]
+    if not parquet or names_sidecars:
+        return
+    if any(p.kind is LogFileKind.CHECKPOINT_UUID for p, _ in parquet):
+        return
+    if not any("add" in c for _, c in parquet):
+        names = ", ".join(p.name for p, _ in parquet)
+        raise CorruptLogError(
+            f"checkpoint {names} has no 'add' column in any part: its live files would "
+            "silently read as none"
+        )
+
+
+def parquet_action_columns(store: LogStore, path: str) -> frozenset[str]:
+    """The top-level columns of a checkpoint part, from its footer only; an
+    action column that is there but not a struct is a :class:`CorruptLogError`
+    (found before any row is read)."""
+    try:
+        with store.fs.open(path, "rb") as handle:
+            schema = pq.ParquetFile(handle).schema_arrow
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+    for name in ACTION_COLUMNS:
+        if name in schema.names and not pa.types.is_struct(schema.field(name).type):
+            raise CorruptLogError(f"the checkpoint column {name!r} of {path} is not a struct")
+    return frozenset(schema.names)
 
 
 def read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
@@ -342,12 +394,11 @@ def read_checkpoint(
                 parquet_parts,
             )
         )
-        for part, (part_contents, columns) in zip(parquet_parts, read, strict=True):
-            if part.kind is not LogFileKind.CHECKPOINT_UUID and "add" not in columns:
-                # classic and multi-part checkpoints carry every action column:
-                # without "add" the table would silently read as empty
-                raise CorruptLogError(f"checkpoint {part.name} has no 'add' column")
+        for part_contents, _ in read:
             _merge(contents, part_contents)
+        require_add_column(
+            parquet_parts, [columns for _, columns in read], names_sidecars=bool(contents.sidecars)
+        )
         if contents.sidecars:
             sidecar_paths = [sidecar_path(store, s) for s in contents.sidecars]
 

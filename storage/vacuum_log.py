@@ -67,6 +67,7 @@ from raydelta.storage.log_reader import (
     CheckpointContents,
     read_commits,
     read_last_checkpoint,
+    require_add_column,
     sidecar_path,
 )
 from raydelta.storage.log_store import LogStore
@@ -158,8 +159,13 @@ def load_vacuum_view(uri: str, store: LogStore) -> VacuumLogView | Snapshot:
 
 
 def _leaves(schema: pa.Schema, action: str) -> list[str]:
-    if action not in schema.names or not pa.types.is_struct(schema.field(action).type):
+    """The leaves VACUUM reads of ``action``; none when the part has no such
+    column (all null in that part), :class:`CorruptLogError` when the column
+    is not a struct (read as "no files", VACUUM would delete live ones)."""
+    if action not in schema.names:
         return []
+    if not pa.types.is_struct(schema.field(action).type):
+        raise CorruptLogError(f"the checkpoint column {action!r} is not a struct")
     struct = schema.field(action).type
     present = {struct.field(i).name for i in range(struct.num_fields)}
     out: list[str] = []
@@ -181,6 +187,8 @@ class _Part:
 
     table: pa.Table
     sidecars: list[str]
+    columns: frozenset[str] = frozenset()
+    """The top-level columns the file has."""
 
 
 def _read_part(store: LogStore, path: str, *, top_level: bool) -> _Part:
@@ -210,21 +218,24 @@ def _read_part(store: LogStore, path: str, *, top_level: bool) -> _Part:
             )
             for n in names
         ]
-    return _Part(table, sidecars)
+    return _Part(table, sidecars, frozenset(schema.names))
 
 
 def _checkpoint_parts(store: LogStore, segment: LogSegment) -> list[_Part]:
     """Every parquet part of the segment's checkpoint, then every sidecar they name."""
     if segment.checkpoint is None:
         return []
-    paths = [store.path_of(p.name) for p in segment.checkpoint.files]
+    files = segment.checkpoint.files
+    paths = [store.path_of(p.name) for p in files]
     if len(paths) == 1:  # a classic checkpoint: no thread to start
         part = _read_part(store, paths[0], top_level=True)
         if not part.sidecars:
+            require_add_column(files, [part.columns], names_sidecars=False)
             return [part]
     with ThreadPoolExecutor(max_workers=8) as pool:
         parts = list(pool.map(lambda p: _read_part(store, p, top_level=True), paths))
         sidecars = [s for part in parts for s in part.sidecars]
+        require_add_column(files, [p.columns for p in parts], names_sidecars=bool(sidecars))
 
         def read_sidecar(path: str) -> _Part:
             try:
@@ -260,7 +271,8 @@ def _concat_rows(tables: Sequence[pa.Table], action: str, schema: pa.Schema) -> 
 
 
 def _rows(table: pa.Table, action: str, schema: pa.Schema) -> pa.Table:
-    """The non-null ``action`` rows of a checkpoint table, in ``schema``."""
+    """The non-null ``action`` rows of a checkpoint table, in ``schema`` (none
+    when the part has no ``action`` column: it is all null there)."""
     if action not in table.column_names:
         return schema.empty_table()
     chunked = table.column(action)
@@ -278,7 +290,11 @@ def _rows(table: pa.Table, action: str, schema: pa.Schema) -> pa.Table:
             value = _dv_struct(value)
         arrays.append(value.cast(field.type))
     flat = pa.table(arrays, schema=schema)
-    return flat.filter(pc.is_valid(flat.column("path")))
+    # A row whose action is null holds no action, whatever its children say: a
+    # required child (``path``) under a null struct reads back as "" (deltalake's
+    # checkpoints), which must not stand for a live file or a tombstone.
+    present = pc.is_valid(column)
+    return flat.filter(pc.and_(present, pc.is_valid(flat.column("path"))))
 
 
 def _dv_struct(value: pa.Array) -> pa.Array:
