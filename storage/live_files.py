@@ -35,14 +35,16 @@ from raydelta.protocol.catalog_managed import RatifiedCommit
 from raydelta.protocol.checkpoint_plan import key_string, key_strings, touched_keys_of
 from raydelta.protocol.errors import CorruptLogError
 from raydelta.protocol.file_actions import ADD_SCHEMA, actions_to_table
+from raydelta.protocol.log_segment import LogSegment
 from raydelta.protocol.reconciliation import TableState, apply_commits
-from raydelta.storage.catalog_commits import catalog_view
+from raydelta.storage.catalog_commits import InlineCommits, catalog_view
 from raydelta.storage.data_files import table_root_key_of
 from raydelta.storage.log_reader import (
     STREAM_BATCH_ROWS,
     CheckpointContents,
     checkpoint_head,
     iter_parquet_actions,
+    read_valid_segment,
     require_add_column,
     sidecar_path,
 )
@@ -118,12 +120,15 @@ def iter_live_files_from_store(
     listing = _listing(uri, store, view)
     from raydelta.storage.log_reader import read_last_checkpoint
 
-    segment, inline = _segment(uri, store, listing, read_last_checkpoint(store), version, view)
+    hint = read_last_checkpoint(store)
     root = table_root_key_of(store.fs, store.table_root)
-    checkpoint = segment.checkpoint
-    if checkpoint is not None:
+
+    def base_of(segment: LogSegment, _inline: InlineCommits) -> TableState:
+        checkpoint = segment.checkpoint
+        if checkpoint is None:
+            return TableState(table_root=root)
         head = checkpoint_head(store, checkpoint.version, checkpoint.files)
-        base = TableState(
+        return TableState(
             checkpoint.version,
             head.protocol,
             head.metadata,
@@ -131,8 +136,10 @@ def iter_live_files_from_store(
             head.domain_actions,
             table_root=root,
         )
-    else:
-        base = TableState(table_root=root)
+
+    segment, inline, base = read_valid_segment(
+        lambda unusable: _segment(uri, store, listing, hint, version, view, unusable), base_of
+    )
     units = _read_units(store, segment, inline)
     batches = [
         (u.end_version if u.end_version is not None else u.require_version(), actions)

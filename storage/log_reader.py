@@ -9,6 +9,10 @@ Invariants:
   ``checkpointMetadata``) have their sidecars read concurrently; a sidecar
   that is missing is a :class:`CorruptLogError`, never a silently smaller table.
 - A checkpoint yields the same :class:`TableState` whichever format holds it.
+- :func:`read_checkpoint` and :func:`checkpoint_head` judge the checkpoint's
+  spec (:func:`raydelta.protocol.log_segment.check_checkpoint_spec`): an
+  invalid one is an :class:`InvalidCheckpointError` for the caller, which
+  rebuilds the version without it when older files can.
 - An action column a checkpoint part does not have is all null in that part
   (PROTOCOL.md, "Checkpoints": "Any missing column should be treated as
   null"): a multi-part checkpoint may hold only ``txn`` in some parts. A
@@ -22,15 +26,15 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raydelta.protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
-from raydelta.protocol.errors import CorruptLogError
+from raydelta.protocol.errors import CorruptLogError, InvalidCheckpointError, RaydeltaError
 from raydelta.protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
@@ -39,6 +43,7 @@ from raydelta.protocol.file_actions import (
 )
 from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, SIDECAR_DIR, LogFile, LogFileKind
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.log_segment import CheckpointRef, LogSegment, check_checkpoint_spec
 from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
 from raydelta.storage.log_store import LogStore
 
@@ -99,6 +104,41 @@ def parquet_action_columns(store: LogStore, path: str) -> frozenset[str]:
         if name in schema.names and not pa.types.is_struct(schema.field(name).type):
             raise CorruptLogError(f"the checkpoint column {name!r} of {path} is not a struct")
     return frozenset(schema.names)
+
+
+_Inline = TypeVar("_Inline")
+_Read = TypeVar("_Read")
+
+
+def read_valid_segment(
+    build: Callable[[frozenset[str]], tuple[LogSegment, _Inline]],
+    read: Callable[[LogSegment, _Inline], _Read],
+) -> tuple[LogSegment, _Inline, _Read]:
+    """``read`` of the segment ``build`` makes, its checkpoint judged valid.
+
+    ``build(unusable)`` makes the segment (and what comes with it: a
+    catalog's inline commits) without the checkpoint files named in
+    ``unusable``. When ``read`` finds the segment's checkpoint breaks the
+    spec (:class:`InvalidCheckpointError`, see
+    :func:`raydelta.protocol.log_segment.check_checkpoint_spec`), the
+    segment is built again without it, from an older checkpoint or the
+    commits, and read again; when nothing older rebuilds the version, the
+    checkpoint's error is raised (the reason nothing could be built is its
+    cause). Nothing is ever read from an invalid checkpoint.
+    """
+    unusable: frozenset[str] = frozenset()
+    segment, extra = build(unusable)
+    while True:
+        try:
+            return segment, extra, read(segment, extra)
+        except InvalidCheckpointError as invalid:
+            if segment.checkpoint is None:
+                raise
+            unusable |= {f.name for f in segment.checkpoint.files}
+            try:
+                segment, extra = build(unusable)
+            except RaydeltaError as nothing_older:
+                raise invalid from nothing_older
 
 
 def read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
@@ -414,7 +454,15 @@ def read_checkpoint(
             for sidecar_contents in pool.map(read_sidecar, sidecar_paths):
                 _merge(contents, sidecar_contents)
     contents.check_one_protocol_and_metadata()
+    check_checkpoint_spec(
+        checkpoint_ref(parts), contents.non_file_actions, names_sidecars=bool(contents.sidecars)
+    )
     return contents
+
+
+def checkpoint_ref(parts: Sequence[LogFile]) -> CheckpointRef:
+    """The :class:`CheckpointRef` of one checkpoint's files (all of one version)."""
+    return CheckpointRef(parts[0].require_version(), parts[0].kind, tuple(parts))
 
 
 def checkpoint_state(
@@ -471,16 +519,23 @@ def read_rows_of_columns(store: LogStore, path: str, wanted: Sequence[str]) -> p
 
 def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
     """The non-file part of a checkpoint's state (protocol, metadata, txns,
-    domains): only those columns of parquet parts are read, sidecars never."""
+    domains): only those columns of parquet parts are read (and the sidecar
+    references, to judge the checkpoint's spec), sidecar files never."""
     contents = CheckpointContents()
     for part in parts:
         if part.name.endswith(".json"):
             actions = parse_actions(store.read(part.name))
             contents.non_file_actions.extend(a for a in actions if not _is_file_action(a))
+            contents.sidecars.extend(a for a in actions if isinstance(a, Sidecar))
         else:
-            table = read_rows_of_columns(store, store.path_of(part.name), NON_FILE_COLUMNS)
+            table = read_rows_of_columns(
+                store, store.path_of(part.name), (*NON_FILE_COLUMNS, "sidecar")
+            )
             contents.add_parquet_table(table)
     contents.check_one_protocol_and_metadata()
+    check_checkpoint_spec(
+        checkpoint_ref(parts), contents.non_file_actions, names_sidecars=bool(contents.sidecars)
+    )
     return state_from_checkpoint(
         version, contents.non_file_actions, ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
     )

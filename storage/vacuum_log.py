@@ -15,7 +15,9 @@ Invariants:
   checkpoint's row of that key (the spec's "last action wins"), and the
   non-file state (protocol, metadata) is replayed from the same segment.
 - Nothing unusual takes the fast path: JSON checkpoint parts, log
-  compaction files and catalog-managed tables are read through
+  compaction files, a checkpoint that breaks its spec (the snapshot reader
+  rebuilds the version without it, or refuses) and catalog-managed tables
+  are read through
   :func:`raydelta.storage.snapshot.load_snapshot_from_store` (the same
   errors, the same result), which a :class:`VacuumLogView` stands in for.
 - Nothing is written.
@@ -47,6 +49,7 @@ from raydelta.protocol.checkpoint_plan import canonical_paths, dv_unique_ids
 from raydelta.protocol.cleanup_rules import TableRoot, dv_file_path, resolve_path
 from raydelta.protocol.errors import (
     CorruptLogError,
+    InvalidCheckpointError,
     MissingMetadataError,
     MissingProtocolError,
     TableNotFoundError,
@@ -58,7 +61,7 @@ from raydelta.protocol.file_actions import (
     string_values_bytes,
 )
 from raydelta.protocol.file_names import LogFileKind
-from raydelta.protocol.log_segment import LogSegment, build_log_segment
+from raydelta.protocol.log_segment import LogSegment, build_log_segment, check_checkpoint_spec
 from raydelta.protocol.reconciliation import TableState, apply_commits, state_from_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
@@ -93,8 +96,9 @@ _LEAVES = {
     "add": ("path", "deletionVector"),
     "remove": ("path", "deletionTimestamp", "size", "deletionVector"),
 }
-HEAD_COLUMNS = ("protocol", "metaData")
-"""The non-file columns VACUUM needs (its :class:`TableConfiguration`)."""
+HEAD_COLUMNS = ("protocol", "metaData", "checkpointMetadata")
+"""The non-file columns VACUUM reads: its :class:`TableConfiguration`, and
+what judges the checkpoint's spec."""
 # Paths that need the full resolver: escapes, URIs, absolute, dot segments, empty segments.
 _NEEDS_RESOLVING = r"[%:\\]|^/|(^|/)\.\.?(/|$)|//"
 # The same, over the bytes of all values at once (see values_may_match).
@@ -136,7 +140,11 @@ def load_vacuum_view(uri: str, store: LogStore) -> VacuumLogView | Snapshot:
         return load_snapshot_from_store(uri, store)
     root = table_root_key_of(store.fs, store.table_root)
     parts = _checkpoint_parts(store, segment)
-    head = _checkpoint_head(segment, parts)
+    try:
+        head = _checkpoint_head(segment, parts)
+    except InvalidCheckpointError:
+        # the snapshot reader rebuilds the version without it, or refuses
+        return load_snapshot_from_store(uri, store)
     commits = read_commits(store, segment.commits)
     head = apply_commits(
         head,
@@ -248,7 +256,8 @@ def _checkpoint_parts(store: LogStore, segment: LogSegment) -> list[_Part]:
 
 def _checkpoint_head(segment: LogSegment, parts: Sequence[_Part]) -> TableState:
     """The checkpoint's ``protocol`` and ``metaData`` (the rest of its non-file
-    state, transactions and domains, VACUUM does not use)."""
+    state, transactions and domains, VACUUM does not use);
+    :class:`InvalidCheckpointError` when the checkpoint breaks its spec."""
     if segment.checkpoint is None:
         return TableState()
     contents = CheckpointContents()
@@ -257,6 +266,11 @@ def _checkpoint_head(segment: LogSegment, parts: Sequence[_Part]) -> TableState:
         if present:
             contents.add_parquet_table(part.table.select(present))
     contents.check_one_protocol_and_metadata()
+    check_checkpoint_spec(
+        segment.checkpoint,
+        contents.non_file_actions,
+        names_sidecars=any(part.sidecars for part in parts),
+    )
     return state_from_checkpoint(
         segment.checkpoint.version,
         contents.non_file_actions,

@@ -40,6 +40,7 @@ from raydelta.protocol.errors import (
     ChecksumMismatchError,
     CorruptLogError,
     DeletionVectorError,
+    InvalidCheckpointError,
     InvalidTableError,
     MissingMetadataError,
     MissingProtocolError,
@@ -267,6 +268,15 @@ def _rewrite_v2_json(line: str) -> Callable[[Path], None]:
         top = next((root / LOG).glob("*.checkpoint.*.json"))
         kept = [x for x in top.read_text().split("\n") if x and '"sidecar"' not in x]
         top.write_text("\n".join([*kept, line]) + "\n")
+
+    return mutate
+
+
+def _drop_v2_json_lines(action: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        top = next((root / LOG).glob("*.checkpoint.*.json"))
+        kept = [x for x in top.read_text().split("\n") if x and f'"{action}"' not in x]
+        top.write_text("\n".join(kept) + "\n")
 
     return mutate
 
@@ -669,6 +679,21 @@ HOSTILE_CASES: list[tuple[str, str, Callable[[Path], None], Any]] = [
             '{"sidecar":{"path":"gone.parquet","sizeInBytes":1,"modificationTime":1}}'
         ),
         CorruptLogError,
+    ),
+    (
+        "v2-json-no-checkpoint-metadata",
+        "v2-checkpoint-json",
+        _drop_v2_json_lines("checkpointMetadata"),
+        FALLBACK,
+    ),
+    (
+        "v2-json-no-checkpoint-metadata-no-commits",
+        "v2-checkpoint-json",
+        _many(
+            _drop_v2_json_lines("checkpointMetadata"),
+            _delete(_commit(0), _commit(1), _commit(2)),
+        ),
+        InvalidCheckpointError,
     ),
     (
         "v2-top-file-truncated",
