@@ -72,7 +72,7 @@ from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import (
     CATALOG_MANAGED,
     CATALOG_OWNED_PREVIEW,
-    IN_COMMIT_TIMESTAMPS,
+    IN_COMMIT_TIMESTAMP,
     TABLE_FEATURES_READER_VERSION,
     TABLE_FEATURES_WRITER_VERSION,
     same_feature_names,
@@ -257,9 +257,9 @@ def check_managed_requirements(
             f"{protocol.min_reader_version} {protocol.reader_features}, writer "
             f"{protocol.min_writer_version} {protocol.writer_features}"
         )
-    if not _listed(protocol.writer_features, IN_COMMIT_TIMESTAMPS):
+    if not _listed(protocol.writer_features, IN_COMMIT_TIMESTAMP):
         raise CatalogManagedRequirementError(
-            f"a catalog-managed table must support {IN_COMMIT_TIMESTAMPS!r} (writerFeatures)"
+            f"a catalog-managed table must support {IN_COMMIT_TIMESTAMP!r} (writerFeatures)"
         )
     if not TableConfiguration(protocol, metadata).in_commit_timestamps_enabled:
         raise CatalogManagedRequirementError(

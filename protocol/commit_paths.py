@@ -13,6 +13,17 @@ field, the path and the reason):
   ``%252e`` is the literal ``%2e``), as every reader decodes it.
 - A path is never empty, and no segment of the decoded path is ``..``
   (``/`` and ``\\`` both separate segments: a Windows reader splits on both).
+- No decoded path holds an ASCII control character (U+0000 to U+001F, and
+  U+007F), written raw or percent-encoded (``%00``). NUL ends a name in
+  every operating system's file API, so no file system can hold a file by
+  that name, and Java's file API refuses any path holding it as invalid
+  (delta-spark cannot read such a table). The other characters are legal
+  on a POSIX file system but not portable: Windows refuses U+0001 to
+  U+001F in file names (local NTFS, SMB, Azure Files), Google Cloud
+  Storage refuses CR and LF in object names, XML 1.0 (S3's listings)
+  cannot carry most of them, and no writer names a data file with one. A
+  table is read by many engines on many stores, and a file action stays in
+  the log for good: refused here, at the commit, like ``..``.
 - An absolute path without a scheme (``/etc/x``) is refused: it names a
   file on whatever default filesystem the reader has; spell it as a URI.
 - An absolute URI (``scheme:...``) is accepted when, canonicalised with
@@ -23,9 +34,9 @@ field, the path and the reason):
 - The key of a path (:func:`check_file_paths`' result) is its decoded form
   relative to the root (an absolute URI under the root is relativised; an
   external one stays absolute), so two spellings of one file have one key.
-- Cost: paths without ``%``, ``..``, ``\\``, a leading ``/`` or a scheme (the
-  paths writers produce) are checked by one Arrow regex over all of them;
-  only the others are looked at one by one.
+- Cost: paths without ``%``, ``..``, ``\\``, a leading ``/``, a scheme or a
+  control character (the paths writers produce) are checked by one Arrow
+  regex over all of them; only the others are looked at one by one.
 """
 
 from __future__ import annotations
@@ -41,7 +52,10 @@ from raydelta.protocol.errors import UnsafePathError
 from raydelta.protocol.file_actions import canonical_path
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
-_NEEDS_LOOK = r"%|\.\.|\\|^/|^[A-Za-z][A-Za-z0-9+.\-]*:"
+_CONTROL = r"[\x00-\x1f\x7f]"
+"""The ASCII control characters no path may hold (module doc)."""
+_CONTROL_RE = re.compile(_CONTROL)
+_NEEDS_LOOK = r"%|\.\.|\\|^/|^[A-Za-z][A-Za-z0-9+.\-]*:|" + _CONTROL
 _NEEDS_LOOK_RE = re.compile(_NEEDS_LOOK)
 _SEGMENT_SPLIT = re.compile(r"[/\\]")
 _ARROW_FROM = 64
@@ -89,6 +103,12 @@ def check_path(
     decoded = unquote(path)
     if not decoded:
         raise refuse("is empty once decoded")
+    control = _CONTROL_RE.search(decoded)
+    if control is not None:
+        raise refuse(
+            f"holds the control character U+{ord(control.group()):04X} (after decoding "
+            "percent-encoding once): no file system or object store can hold that name"
+        )
     if _escapes(decoded):
         raise refuse(
             "has a '..' segment (after decoding percent-encoding once): a path may not "

@@ -14,7 +14,7 @@ order, and the first conflict raises:
    feature whose writer rules a transaction prepared without it cannot
    meet (:data:`FEATURES_FAILING_CONCURRENT_COMMITS`, or a feature raydelta
    does not know). Other upgrades (e.g. adding ``deletionVectors``,
-   ``rowTracking``, ``inCommitTimestamps``, ``v2Checkpoint``) are absorbed:
+   ``rowTracking``, ``inCommitTimestamp``, ``v2Checkpoint``) are absorbed:
    the rebase assigns row ids and in-commit timestamps under the new protocol.
    When the read protocol is not given, any protocol change conflicts.
 2. **Metadata** (:class:`MetadataChangedException`). A winner's metadata
@@ -125,7 +125,7 @@ from raydelta.protocol.table_features import (
     COLUMN_MAPPING,
     COORDINATED_COMMITS_PREVIEW,
     DELETION_VECTORS,
-    IN_COMMIT_TIMESTAMPS,
+    IN_COMMIT_TIMESTAMP,
     MATERIALIZE_PARTITION_COLUMNS,
     ROW_TRACKING,
     V2_CHECKPOINT,
@@ -331,7 +331,7 @@ def _configuration_change_error(
         elif key == CHECKPOINT_POLICY:
             ok = value.strip().lower() == "v2" and V2_CHECKPOINT in supported
         elif key == ENABLE_IN_COMMIT_TIMESTAMPS:
-            ok = is_true(value) and IN_COMMIT_TIMESTAMPS in supported
+            ok = is_true(value) and IN_COMMIT_TIMESTAMP in supported
         elif key in (ICT_ENABLEMENT_VERSION, ICT_ENABLEMENT_TIMESTAMP):
             ok = is_new
         else:

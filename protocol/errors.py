@@ -63,6 +63,15 @@ class CorruptLogError(RaydeltaError):
     """A log file could not be parsed (bad JSON, bad parquet, bad checksum)."""
 
 
+class InvalidCheckpointError(CorruptLogError):
+    """A checkpoint breaks the spec's rules for its naming scheme: a V2
+    checkpoint (UUID-named, or classic-named with ``checkpointMetadata`` or
+    sidecars) without exactly one ``checkpointMetadata`` of its own version,
+    or a multi-part checkpoint carrying V2 actions. Readers do not use it:
+    they rebuild the version from older files, and raise this only when
+    nothing else can (:func:`raydelta.protocol.log_segment.check_checkpoint_spec`)."""
+
+
 class ChecksumMismatchError(CorruptLogError):
     """Stored and computed checksums differ (``_last_checkpoint``, DV CRC-32)."""
 
@@ -146,9 +155,10 @@ class InvalidFileActionError(InvalidCommitError):
 class UnsafePathError(InvalidFileActionError):
     """A file path (``add.path``, ``remove.path``, ``cdc.path``, a ``p``-type
     deletion vector's path, a ``u``-type one's random prefix) is empty, is an
-    absolute local path, escapes the table root with ``..`` (after decoding
-    percent-encoding once), or is an absolute URI outside the table root on a
-    table that does not allow external files (``raydelta.allowExternalFiles``)."""
+    absolute local path, escapes the table root with ``..`` or holds an ASCII
+    control character such as NUL (after decoding percent-encoding once), or
+    is an absolute URI outside the table root on a table that does not allow
+    external files (``raydelta.allowExternalFiles``)."""
 
 
 class InvalidStatisticsError(InvalidFileActionError):

@@ -33,6 +33,19 @@ Invariants of a built segment:
   Catalog-managed Tables"). Inline commits are the caller's business: it
   must give each one a :class:`LogFile` it can resolve.
 
+Which checkpoint is valid (PROTOCOL.md, "Checkpoint Specs", "Checkpoint
+Naming Scheme"): a listing cannot tell, the checkpoint's own actions can.
+:func:`check_checkpoint_spec` judges them once a reader has them: a
+UUID-named checkpoint follows the V2 spec and must hold exactly one
+``checkpointMetadata``; a classic-named one is V1 (none, and no sidecar)
+or V2 (exactly one); a multi-part one is always V1; a ``checkpointMetadata``
+names the checkpoint's own version. A reader that finds a checkpoint
+invalid builds the segment again with its files in ``unusable`` (treated
+as absent from the listing): an older checkpoint or the commits rebuild
+the version, and when nothing does, the checkpoint's
+:class:`~raydelta.protocol.errors.InvalidCheckpointError` is the answer,
+never a snapshot read from it.
+
 Errors:
 - no commit and no checkpoint: :class:`~raydelta.protocol.errors.TableNotFoundError`;
 - requested version past the newest one, or older than anything the log can
@@ -48,11 +61,13 @@ Errors:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from raydelta.protocol.actions import Action, CheckpointMetadata, Sidecar
 from raydelta.protocol.errors import (
+    InvalidCheckpointError,
     InvalidTableError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -131,6 +146,46 @@ def latest_commit_version(listing: Iterable[LogFile]) -> int | None:
     return max((v for v in versions if v is not None), default=None)
 
 
+def check_checkpoint_spec(
+    checkpoint: CheckpointRef, actions: Iterable[Action], *, names_sidecars: bool = False
+) -> None:
+    """Raise :class:`InvalidCheckpointError` unless ``checkpoint``, holding
+    ``actions`` (its non-file actions at least; ``names_sidecars`` when it
+    references sidecar files the actions do not list), follows the spec of
+    its naming scheme (module doc)."""
+    found = list(actions)
+    metadata = [a for a in found if isinstance(a, CheckpointMetadata)]
+    sidecars = names_sidecars or any(isinstance(a, Sidecar) for a in found)
+    names = ", ".join(f.name for f in checkpoint.files)
+    kind = checkpoint.kind
+    if kind is LogFileKind.CHECKPOINT_MULTIPART:
+        if metadata or sidecars:
+            raise InvalidCheckpointError(
+                f"multi-part checkpoint {names} holds V2 actions (checkpointMetadata or "
+                "sidecar): multi-part checkpoints always follow the V1 spec"
+            )
+        return
+    v2 = kind is LogFileKind.CHECKPOINT_UUID or bool(metadata) or sidecars
+    if not v2:
+        return
+    if not metadata:
+        why = "is UUID-named" if kind is LogFileKind.CHECKPOINT_UUID else "names sidecars"
+        raise InvalidCheckpointError(
+            f"checkpoint {names} {why}, so it follows the V2 spec, but has no "
+            "checkpointMetadata action: the spec requires exactly one"
+        )
+    if len(metadata) > 1:
+        raise InvalidCheckpointError(
+            f"V2 checkpoint {names} holds {len(metadata)} checkpointMetadata actions: "
+            "the spec requires exactly one"
+        )
+    if metadata[0].version != checkpoint.version:
+        raise InvalidCheckpointError(
+            f"V2 checkpoint {names} is of version {checkpoint.version} but its "
+            f"checkpointMetadata says version {metadata[0].version}"
+        )
+
+
 def build_log_segment(
     listing: Iterable[LogFile],
     *,
@@ -138,13 +193,18 @@ def build_log_segment(
     last_checkpoint_hint: LastCheckpointInfo | None = None,
     ratified_commits: Sequence[LogFile] = (),
     catalog_latest_version: int | None = None,
+    unusable: Collection[str] = (),
 ) -> LogSegment:
     """Build the segment for ``target_version`` (latest when ``None``).
 
     ``ratified_commits`` and ``catalog_latest_version`` come from a managing
     catalog (catalog-managed tables); when ``catalog_latest_version`` is not
     given, the newest ratified commit is taken as the catalog's latest version.
+    ``unusable`` names checkpoint files a reader found invalid
+    (:func:`check_checkpoint_spec`): they are as absent from the listing.
     """
+    if unusable:
+        listing = [f for f in listing if f.name not in unusable]
     if target_version is not None and target_version < 0:
         raise VersionNotFoundError(f"cannot load version {target_version}: versions start at 0")
 

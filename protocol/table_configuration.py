@@ -55,7 +55,7 @@ from raydelta.protocol.table_features import (
     CHANGE_DATA_FEED,
     COLUMN_MAPPING,
     DELETION_VECTORS,
-    IN_COMMIT_TIMESTAMPS,
+    IN_COMMIT_TIMESTAMP,
     ROW_TRACKING,
     V2_CHECKPOINT,
     ensure_readable,
@@ -414,7 +414,7 @@ class TableConfiguration:
 
     @property
     def in_commit_timestamps_enabled(self) -> bool:
-        return IN_COMMIT_TIMESTAMPS in self.active_features
+        return IN_COMMIT_TIMESTAMP in self.active_features
 
     @property
     def in_commit_timestamp_enablement(self) -> tuple[int, int] | None:

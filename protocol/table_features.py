@@ -19,11 +19,18 @@ Invariants:
 - Writers must implement every reader feature too, so ``ensure_writable``
   includes ``ensure_readable``.
 - In-Commit Timestamps has two spellings. The spec text says
-  ``inCommitTimestamps``; delta-spark, delta-kernel and Unity Catalog write
-  ``inCommitTimestamp``. Both name one feature here; supported/active sets
-  contain both spellings whenever either is listed, so a membership test
-  with either name is right. :func:`upgrade_protocol` writes the spelling the
-  caller asks for and never adds the second spelling of a listed feature.
+  ``inCommitTimestamps`` (a known typo); delta-spark, delta-kernel and Unity
+  Catalog write and read ``inCommitTimestamp``, and a protocol listing only
+  the typo is one they do not recognise. Reading accepts both: they name one
+  feature here, and supported/active sets contain both spellings whenever
+  either is listed, so a membership test with either name is right.
+  Writing uses :data:`IN_COMMIT_TIMESTAMP` only: it is the catalogue name
+  (so a feature that requires ICT brings that spelling along), and the
+  typo exists only as :data:`IN_COMMIT_TIMESTAMPS_SPEC_TYPO`, an alias to
+  recognise. :func:`upgrade_protocol` lists a feature it adds by its
+  catalogue name whichever spelling was asked for, keeps the names a
+  protocol already lists as they are (another writer's protocol is not
+  rewritten) and never adds the second spelling of a listed feature.
 
 What raydelta implements, feature by feature, is documented at
 :data:`READER_FEATURES_IMPLEMENTED` and :data:`WRITER_FEATURES_IMPLEMENTED`.
@@ -105,8 +112,11 @@ ICEBERG_COMPAT_V2 = "icebergCompatV2"
 ICEBERG_COMPAT_V3 = "icebergCompatV3"
 CLUSTERING = "clustering"
 VACUUM_PROTOCOL_CHECK = "vacuumProtocolCheck"
-IN_COMMIT_TIMESTAMPS = "inCommitTimestamps"  # spec spelling
-IN_COMMIT_TIMESTAMP = "inCommitTimestamp"  # delta-spark / kernel spelling
+IN_COMMIT_TIMESTAMP = "inCommitTimestamp"
+"""In-Commit Timestamps as delta-spark, delta-kernel and Unity Catalog spell it:
+the one spelling raydelta writes or answers."""
+IN_COMMIT_TIMESTAMPS_SPEC_TYPO = "inCommitTimestamps"
+"""The spec text's spelling (a typo): accepted when read, never written."""
 TYPE_WIDENING = "typeWidening"
 TYPE_WIDENING_PREVIEW = "typeWidening-preview"
 VARIANT_TYPE = "variantType"
@@ -141,12 +151,12 @@ CATALOGUE: tuple[TableFeature, ...] = (
     TableFeature(ICEBERG_COMPAT_V2, _W, requires=(COLUMN_MAPPING,)),
     TableFeature(ICEBERG_COMPAT_V3, _W, requires=(COLUMN_MAPPING, ROW_TRACKING)),
     TableFeature(CLUSTERING, _W, requires=(DOMAIN_METADATA,)),
-    TableFeature(IN_COMMIT_TIMESTAMPS, _W, aliases=(IN_COMMIT_TIMESTAMP,)),
+    TableFeature(IN_COMMIT_TIMESTAMP, _W, aliases=(IN_COMMIT_TIMESTAMPS_SPEC_TYPO,)),
     TableFeature(CHECKPOINT_PROTECTION, _W),
     TableFeature(COLLATIONS, _W, requires=(DOMAIN_METADATA,)),
     TableFeature(COLLATIONS_PREVIEW, _W, requires=(DOMAIN_METADATA,)),
     TableFeature(
-        COORDINATED_COMMITS_PREVIEW, _W, requires=(IN_COMMIT_TIMESTAMPS, VACUUM_PROTOCOL_CHECK)
+        COORDINATED_COMMITS_PREVIEW, _W, requires=(IN_COMMIT_TIMESTAMP, VACUUM_PROTOCOL_CHECK)
     ),
     TableFeature(MATERIALIZE_PARTITION_COLUMNS, _W),
     # Table-features-only reader-writer features.
@@ -160,8 +170,8 @@ CATALOGUE: tuple[TableFeature, ...] = (
     TableFeature(VARIANT_TYPE_PREVIEW, _RW),
     TableFeature(VARIANT_SHREDDING, _RW),
     TableFeature(VARIANT_SHREDDING_PREVIEW, _RW),
-    TableFeature(CATALOG_MANAGED, _RW, requires=(IN_COMMIT_TIMESTAMPS,)),
-    TableFeature(CATALOG_OWNED_PREVIEW, _RW, requires=(IN_COMMIT_TIMESTAMPS,)),
+    TableFeature(CATALOG_MANAGED, _RW, requires=(IN_COMMIT_TIMESTAMP,)),
+    TableFeature(CATALOG_OWNED_PREVIEW, _RW, requires=(IN_COMMIT_TIMESTAMP,)),
 )
 
 _BY_NAME: dict[str, TableFeature] = {name: f for f in CATALOGUE for name in (f.name, *f.aliases)}
@@ -232,8 +242,8 @@ WRITER_FEATURES_IMPLEMENTED: frozenset[str] = frozenset(
         # policy says v2; classic checkpoints otherwise.
         V2_CHECKPOINT,
         # commitInfo first, with a monotonic inCommitTimestamp, at every commit.
-        IN_COMMIT_TIMESTAMPS,
         IN_COMMIT_TIMESTAMP,
+        IN_COMMIT_TIMESTAMPS_SPEC_TYPO,
         TIMESTAMP_NTZ,
         # Iceberg compat rules concern data files and schema; the engine's job,
         # numRecords-present is checkable at commit.
@@ -460,8 +470,10 @@ def upgrade_protocol(
     feature. Existing support is never dropped: when the result must use
     feature lists, everything the legacy versions implied is listed. The
     legacy form is kept while it can express everything (e.g. asking for
-    ``changeDataFeed`` on (1, 2) gives (1, 4)). Returns ``current`` itself when
-    nothing is missing.
+    ``changeDataFeed`` on (1, 2) gives (1, 4)). A feature added is listed by
+    its catalogue name (:data:`IN_COMMIT_TIMESTAMP`, never the spec's typo);
+    the names ``current`` lists are kept as they are. Returns ``current``
+    itself when nothing is missing.
     """
     requested_reader = list(reader_features)
     requested = [*requested_reader, *writer_features]
@@ -480,8 +492,11 @@ def upgrade_protocol(
         name = queue.pop(0)
         if name in existing or any(n in new for n in same_feature_names(name)):
             continue
-        new.append(name)
         known = feature(name)
+        # A feature added is written by its catalogue name, whichever
+        # spelling was asked for (``inCommitTimestamps`` is written
+        # ``inCommitTimestamp``); names already listed are kept as they are.
+        new.append(known.name if known is not None else name)
         if known is not None:
             queue.extend(known.requires)
     if not new:

@@ -79,7 +79,7 @@ from raydelta.protocol.table_features import (
     GENERATED_COLUMNS,
     IDENTITY_COLUMNS,
     IN_COMMIT_TIMESTAMP,
-    IN_COMMIT_TIMESTAMPS,
+    IN_COMMIT_TIMESTAMPS_SPEC_TYPO,
     INVARIANTS,
     MATERIALIZE_PARTITION_COLUMNS,
     ROW_TRACKING,
@@ -129,8 +129,8 @@ DATA_WRITER_FEATURES: frozenset[str] = frozenset(
         MATERIALIZE_PARTITION_COLUMNS,
         # Log-level features: no rule on data files.
         V2_CHECKPOINT,
-        IN_COMMIT_TIMESTAMPS,
         IN_COMMIT_TIMESTAMP,
+        IN_COMMIT_TIMESTAMPS_SPEC_TYPO,
         VACUUM_PROTOCOL_CHECK,
         CHECKPOINT_PROTECTION,
         CATALOG_MANAGED,

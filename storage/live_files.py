@@ -35,15 +35,17 @@ from raydelta.protocol.catalog_managed import RatifiedCommit
 from raydelta.protocol.checkpoint_plan import key_string, key_strings, touched_keys_of
 from raydelta.protocol.errors import CorruptLogError
 from raydelta.protocol.file_actions import ADD_SCHEMA, actions_to_table
-from raydelta.protocol.file_names import LogFileKind
+from raydelta.protocol.log_segment import LogSegment
 from raydelta.protocol.reconciliation import TableState, apply_commits
-from raydelta.storage.catalog.commits import catalog_view
+from raydelta.storage.catalog.commits import InlineCommits, catalog_view
 from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.reader import (
     STREAM_BATCH_ROWS,
     CheckpointContents,
     checkpoint_head,
     iter_parquet_actions,
+    read_valid_segment,
+    require_add_column,
     sidecar_path,
 )
 from raydelta.storage.log.store import LogStore, log_store_for
@@ -118,12 +120,15 @@ def iter_live_files_from_store(
     listing = _listing(uri, store, view)
     from raydelta.storage.log.reader import read_last_checkpoint
 
-    segment, inline = _segment(uri, store, listing, read_last_checkpoint(store), version, view)
+    hint = read_last_checkpoint(store)
     root = table_root_key_of(store.fs, store.table_root)
-    checkpoint = segment.checkpoint
-    if checkpoint is not None:
+
+    def base_of(segment: LogSegment, _inline: InlineCommits) -> TableState:
+        checkpoint = segment.checkpoint
+        if checkpoint is None:
+            return TableState(table_root=root)
         head = checkpoint_head(store, checkpoint.version, checkpoint.files)
-        base = TableState(
+        return TableState(
             checkpoint.version,
             head.protocol,
             head.metadata,
@@ -131,8 +136,10 @@ def iter_live_files_from_store(
             head.domain_actions,
             table_root=root,
         )
-    else:
-        base = TableState(table_root=root)
+
+    segment, inline, base = read_valid_segment(
+        lambda unusable: _segment(uri, store, listing, hint, version, view, unusable), base_of
+    )
     units = _read_units(store, segment, inline)
     batches = [
         (u.end_version if u.end_version is not None else u.require_version(), actions)
@@ -178,6 +185,7 @@ def _checkpoint_adds(
     one decoded batch at a time."""
     sidecars: list[Sidecar] = []
     fields = _read_fields(wanted)
+    columns: list[set[str]] = []
     for part in parts:
         if part.name.endswith(".json"):
             actions = parse_actions(store.read(part.name))
@@ -185,6 +193,7 @@ def _checkpoint_adds(
             adds = [a for a in actions if isinstance(a, AddFile)]
             if adds:
                 yield actions_to_table(adds, ADD_SCHEMA)
+            columns.append(set())
             continue
         seen: set[str] = set()
         for table in iter_parquet_actions(
@@ -199,8 +208,9 @@ def _checkpoint_adds(
             contents.add_parquet_table(table)
             sidecars.extend(contents.sidecars)
             yield from contents.adds
-        if part.kind is not LogFileKind.CHECKPOINT_UUID and "add" not in seen:
-            raise CorruptLogError(f"checkpoint {part.name} has no 'add' column")
+        columns.append(seen)
+    # a part without "add" has no add rows; no part with one: nothing was yielded
+    require_add_column(parts, columns, names_sidecars=bool(sidecars))
     for sidecar in sidecars:
         path = sidecar_path(store, sidecar)
         try:

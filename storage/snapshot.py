@@ -13,6 +13,11 @@ Invariants:
 - A missing ``_delta_log`` raises :class:`TableNotFoundError`.
 - ``_last_checkpoint`` is advisory: missing, empty, corrupt or pointing at a
   checkpoint that is gone, the listing decides.
+- A checkpoint that breaks its spec (a V2 one without its one
+  ``checkpointMetadata``...) is never read into a snapshot: the version is
+  rebuilt from older files, or the load fails with
+  :class:`~raydelta.protocol.errors.InvalidCheckpointError`
+  (:func:`raydelta.storage.log.reader.read_valid_segment`).
 - Catalog-managed tables (CATALOG_MANAGED.md, "Reading Catalog-managed
   Tables"): given what the catalog returned (``ratified_commits`` and
   ``latest_ratified_version``), a ratified commit replaces the published file
@@ -87,6 +92,7 @@ from raydelta.storage.log.reader import (
     first_commit_info,
     read_commits,
     read_last_checkpoint,
+    read_valid_segment,
 )
 from raydelta.storage.log.store import LogStore, log_store_for
 
@@ -430,6 +436,7 @@ def _segment(
     hint: LastCheckpointInfo | None,
     version: int | None,
     view: RatifiedCommits | None,
+    unusable: frozenset[str] = frozenset(),
 ) -> tuple[LogSegment, dict[str, list[Action]]]:
     files, inline = ratified_files(view)
     try:
@@ -439,6 +446,7 @@ def _segment(
             last_checkpoint_hint=hint,
             ratified_commits=files,
             catalog_latest_version=None if view is None else view.latest_version,
+            unusable=unusable,
         )
     except VersionsNotContiguousError as exc:
         if view is None:
@@ -482,11 +490,14 @@ def _load_head(
     version: int | None,
     view: RatifiedCommits | None = None,
 ) -> TableHead:
-    segment, inline = _segment(uri, store, listing, hint, version, view)
-    if segment.checkpoint is not None:
-        state = checkpoint_head(store, segment.checkpoint.version, segment.checkpoint.files)
-    else:
-        state = TableState()
+    def head_of(segment: LogSegment, _inline: InlineCommits) -> TableState:
+        if segment.checkpoint is None:
+            return TableState()
+        return checkpoint_head(store, segment.checkpoint.version, segment.checkpoint.files)
+
+    segment, inline, state = read_valid_segment(
+        lambda unusable: _segment(uri, store, listing, hint, version, view, unusable), head_of
+    )
     batches = []
     for unit, actions in _read_units(store, segment, inline):
         end = unit.end_version if unit.end_version is not None else unit.require_version()
@@ -576,8 +587,10 @@ def load_snapshot_from_store(
             enablement_version=(config.in_commit_timestamp_enablement or (None, None))[0],
             enablement_timestamp=(config.in_commit_timestamp_enablement or (None, None))[1],
         )
-    segment, inline = _segment(uri, store, listing, hint, version, view)
-    state, commit_infos = replay_segment(store, segment, inline=inline)
+    segment, _inline, (state, commit_infos) = read_valid_segment(
+        lambda unusable: _segment(uri, store, listing, hint, version, view, unusable),
+        lambda segment, inline: replay_segment(store, segment, inline=inline),
+    )
     _check_replayed(uri, state, version, through_catalog=view is not None)
     stamp = _version_timestamp(store, listing, segment, state, commit_infos)
     return Snapshot(uri, state, segment, stamp, commit_infos)

@@ -75,7 +75,7 @@ from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.protocol.reconciliation import TableHead
 from raydelta.protocol.table_features import (
     CATALOG_MANAGED,
-    IN_COMMIT_TIMESTAMPS,
+    IN_COMMIT_TIMESTAMP,
     VACUUM_PROTOCOL_CHECK,
     upgrade_protocol,
 )
@@ -126,7 +126,7 @@ def managed_protocol(protocol: Protocol) -> Protocol:
     return upgrade_protocol(
         protocol,
         reader_features=[CATALOG_MANAGED, VACUUM_PROTOCOL_CHECK],
-        writer_features=[CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS, VACUUM_PROTOCOL_CHECK],
+        writer_features=[CATALOG_MANAGED, IN_COMMIT_TIMESTAMP, VACUUM_PROTOCOL_CHECK],
     )
 
 

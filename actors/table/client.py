@@ -75,7 +75,7 @@ from raydelta.protocol.schema import (
     serialize_schema,
 )
 from raydelta.protocol.schema_arrow import from_arrow
-from raydelta.protocol.table_features import upgrade_protocol
+from raydelta.protocol.table_features import IN_COMMIT_TIMESTAMP, upgrade_protocol
 from raydelta.protocol.table_properties import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
@@ -104,7 +104,7 @@ def _default_protocol(properties: Mapping[str, str]) -> Protocol:
         reader.append("deletionVectors")
         writer.append("deletionVectors")
     if on(props.ENABLE_IN_COMMIT_TIMESTAMPS):
-        writer.append("inCommitTimestamp")
+        writer.append(IN_COMMIT_TIMESTAMP)
     if on(props.ENABLE_ROW_TRACKING):
         writer.extend(["rowTracking", "domainMetadata"])
     if on(props.ENABLE_CHANGE_DATA_FEED):

@@ -36,7 +36,7 @@ from raydelta.protocol.privileges import Privilege
 from raydelta.protocol.schema import parse_schema
 from raydelta.protocol.table_features import (
     CATALOG_MANAGED,
-    IN_COMMIT_TIMESTAMPS,
+    IN_COMMIT_TIMESTAMP,
     VACUUM_PROTOCOL_CHECK,
 )
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
@@ -142,7 +142,7 @@ async def create_staging_table(request: web.Request) -> web.Response:
                 "min-reader-version": 3,
                 "min-writer-version": 7,
                 "reader-features": [CATALOG_MANAGED, VACUUM_PROTOCOL_CHECK],
-                "writer-features": [CATALOG_MANAGED, IN_COMMIT_TIMESTAMPS, VACUUM_PROTOCOL_CHECK],
+                "writer-features": [CATALOG_MANAGED, IN_COMMIT_TIMESTAMP, VACUUM_PROTOCOL_CHECK],
             },
             "required-properties": {
                 UC_TABLE_ID_PROPERTY: staged["id"],

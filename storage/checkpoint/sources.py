@@ -77,7 +77,12 @@ from raydelta.protocol.file_names import (
     classic_checkpoint_name,
 )
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
-from raydelta.protocol.log_segment import CheckpointRef, build_log_segment
+from raydelta.protocol.log_segment import (
+    CheckpointRef,
+    LogSegment,
+    build_log_segment,
+    check_checkpoint_spec,
+)
 from raydelta.protocol.reconciliation import TableState, apply_commits
 from raydelta.storage.checkpoint.fingerprints import (
     FINGERPRINT_COLUMN,
@@ -94,9 +99,12 @@ from raydelta.storage.log.reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,
     _parquet_columns,
+    parquet_action_columns,
     read_commits,
     read_last_checkpoint,
     read_rows_of_columns,
+    read_valid_segment,
+    require_add_column,
     sidecar_path,
 )
 from raydelta.storage.log.store import LogStore
@@ -243,7 +251,9 @@ def _describe_checkpoint(
     paths = tuple(store.path_of(f.name) for f in ref.files)
     contents = CheckpointContents()
     embedded = False
+    columns: list[frozenset[str]] = []
     for file, path in zip(ref.files, paths, strict=True):
+        columns.append(frozenset())
         if file.name.endswith(".json"):
             actions = parse_actions(store.read(file.name))
             embedded = embedded or any(isinstance(a, (AddFile, RemoveFile)) for a in actions)
@@ -251,10 +261,15 @@ def _describe_checkpoint(
                 [a for a in actions if not isinstance(a, (AddFile, RemoveFile))]
             )
         else:
+            columns[-1] = parquet_action_columns(store, path)
             contents.add_parquet_table(
                 read_rows_of_columns(store, path, (*NON_FILE_COLUMNS, "sidecar"))
             )
+    # a part without "add" has none (map tasks read it as such); a checkpoint
+    # without the column anywhere would make the new one silently empty
+    require_add_column(ref.files, columns, names_sidecars=bool(contents.sidecars))
     actions = contents.non_file_actions
+    check_checkpoint_spec(ref, actions, names_sidecars=bool(contents.sidecars))
     v2 = any(isinstance(a, CheckpointMetadata) for a in actions)
     if v2 and not embedded:
         for file, path in zip(ref.files, paths, strict=True):
@@ -285,24 +300,39 @@ def read_log_delta(
     :class:`~raydelta.protocol.errors.CatalogManagedTableError`.
     """
     listing = store.list_from(0)
-    try:
-        segment = build_log_segment(
-            listing,
-            target_version=version,
-            last_checkpoint_hint=read_last_checkpoint(store),
-            catalog_latest_version=max_published_version,
-        )
-    except VersionsNotContiguousError:
-        if max_published_version is None:  # a catalog-managed table says so here
-            from raydelta.storage.snapshot import load_head_from_store
+    hint = read_last_checkpoint(store)
 
-            load_head_from_store(store.table_root, store)
-        raise
+    def build(unusable: frozenset[str]) -> tuple[LogSegment, dict[str, list[Action]]]:
+        try:
+            built = build_log_segment(
+                listing,
+                target_version=version,
+                last_checkpoint_hint=hint,
+                catalog_latest_version=max_published_version,
+                unusable=unusable,
+            )
+        except VersionsNotContiguousError:
+            if max_published_version is None:  # a catalog-managed table says so here
+                from raydelta.storage.snapshot import load_head_from_store
+
+                load_head_from_store(store.table_root, store)
+            raise
+        return built, {}
+
+    def describe(
+        segment: LogSegment, _inline: object
+    ) -> tuple[PreviousCheckpoint, list[Action]] | None:
+        if segment.checkpoint is None:
+            return None
+        return _describe_checkpoint(store, segment.checkpoint)
+
+    # an invalid previous checkpoint is not built upon: an older one or the commits are
+    segment, _, described = read_valid_segment(build, describe)
     root = table_root_key_of(store.fs, store.table_root)
     base = TableState(table_root=root)
     previous: PreviousCheckpoint | None = None
-    if segment.checkpoint is not None:
-        previous, non_file = _describe_checkpoint(store, segment.checkpoint)
+    if described is not None:
+        previous, non_file = described
         base = apply_commits(
             TableState(version=previous.version, table_root=root),
             [(previous.version, non_file)],

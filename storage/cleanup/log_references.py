@@ -15,7 +15,9 @@ Invariants:
   checkpoint's row of that key (the spec's "last action wins"), and the
   non-file state (protocol, metadata) is replayed from the same segment.
 - Nothing unusual takes the fast path: JSON checkpoint parts, log
-  compaction files and catalog-managed tables are read through
+  compaction files, a checkpoint that breaks its spec (the snapshot reader
+  rebuilds the version without it, or refuses) and catalog-managed tables
+  are read through
   :func:`raydelta.storage.snapshot.load_snapshot_from_store` (the same
   errors, the same result), which a :class:`VacuumLogView` stands in for.
 - Nothing is written.
@@ -47,6 +49,7 @@ from raydelta.protocol.checkpoint_plan import canonical_paths, dv_unique_ids
 from raydelta.protocol.cleanup_rules import TableRoot, dv_file_path, resolve_path
 from raydelta.protocol.errors import (
     CorruptLogError,
+    InvalidCheckpointError,
     MissingMetadataError,
     MissingProtocolError,
     TableNotFoundError,
@@ -58,7 +61,7 @@ from raydelta.protocol.file_actions import (
     string_values_bytes,
 )
 from raydelta.protocol.file_names import LogFileKind
-from raydelta.protocol.log_segment import LogSegment, build_log_segment
+from raydelta.protocol.log_segment import LogSegment, build_log_segment, check_checkpoint_spec
 from raydelta.protocol.reconciliation import TableState, apply_commits, state_from_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
@@ -67,6 +70,7 @@ from raydelta.storage.log.reader import (
     CheckpointContents,
     read_commits,
     read_last_checkpoint,
+    require_add_column,
     sidecar_path,
 )
 from raydelta.storage.log.store import LogStore
@@ -92,8 +96,9 @@ _LEAVES = {
     "add": ("path", "deletionVector"),
     "remove": ("path", "deletionTimestamp", "size", "deletionVector"),
 }
-HEAD_COLUMNS = ("protocol", "metaData")
-"""The non-file columns VACUUM needs (its :class:`TableConfiguration`)."""
+HEAD_COLUMNS = ("protocol", "metaData", "checkpointMetadata")
+"""The non-file columns VACUUM reads: its :class:`TableConfiguration`, and
+what judges the checkpoint's spec."""
 # Paths that need the full resolver: escapes, URIs, absolute, dot segments, empty segments.
 _NEEDS_RESOLVING = r"[%:\\]|^/|(^|/)\.\.?(/|$)|//"
 # The same, over the bytes of all values at once (see values_may_match).
@@ -135,7 +140,11 @@ def load_vacuum_view(uri: str, store: LogStore) -> VacuumLogView | Snapshot:
         return load_snapshot_from_store(uri, store)
     root = table_root_key_of(store.fs, store.table_root)
     parts = _checkpoint_parts(store, segment)
-    head = _checkpoint_head(segment, parts)
+    try:
+        head = _checkpoint_head(segment, parts)
+    except InvalidCheckpointError:
+        # the snapshot reader rebuilds the version without it, or refuses
+        return load_snapshot_from_store(uri, store)
     commits = read_commits(store, segment.commits)
     head = apply_commits(
         head,
@@ -158,8 +167,13 @@ def load_vacuum_view(uri: str, store: LogStore) -> VacuumLogView | Snapshot:
 
 
 def _leaves(schema: pa.Schema, action: str) -> list[str]:
-    if action not in schema.names or not pa.types.is_struct(schema.field(action).type):
+    """The leaves VACUUM reads of ``action``; none when the part has no such
+    column (all null in that part), :class:`CorruptLogError` when the column
+    is not a struct (read as "no files", VACUUM would delete live ones)."""
+    if action not in schema.names:
         return []
+    if not pa.types.is_struct(schema.field(action).type):
+        raise CorruptLogError(f"the checkpoint column {action!r} is not a struct")
     struct = schema.field(action).type
     present = {struct.field(i).name for i in range(struct.num_fields)}
     out: list[str] = []
@@ -181,6 +195,8 @@ class _Part:
 
     table: pa.Table
     sidecars: list[str]
+    columns: frozenset[str] = frozenset()
+    """The top-level columns the file has."""
 
 
 def _read_part(store: LogStore, path: str, *, top_level: bool) -> _Part:
@@ -210,21 +226,24 @@ def _read_part(store: LogStore, path: str, *, top_level: bool) -> _Part:
             )
             for n in names
         ]
-    return _Part(table, sidecars)
+    return _Part(table, sidecars, frozenset(schema.names))
 
 
 def _checkpoint_parts(store: LogStore, segment: LogSegment) -> list[_Part]:
     """Every parquet part of the segment's checkpoint, then every sidecar they name."""
     if segment.checkpoint is None:
         return []
-    paths = [store.path_of(p.name) for p in segment.checkpoint.files]
+    files = segment.checkpoint.files
+    paths = [store.path_of(p.name) for p in files]
     if len(paths) == 1:  # a classic checkpoint: no thread to start
         part = _read_part(store, paths[0], top_level=True)
         if not part.sidecars:
+            require_add_column(files, [part.columns], names_sidecars=False)
             return [part]
     with ThreadPoolExecutor(max_workers=8) as pool:
         parts = list(pool.map(lambda p: _read_part(store, p, top_level=True), paths))
         sidecars = [s for part in parts for s in part.sidecars]
+        require_add_column(files, [p.columns for p in parts], names_sidecars=bool(sidecars))
 
         def read_sidecar(path: str) -> _Part:
             try:
@@ -237,7 +256,8 @@ def _checkpoint_parts(store: LogStore, segment: LogSegment) -> list[_Part]:
 
 def _checkpoint_head(segment: LogSegment, parts: Sequence[_Part]) -> TableState:
     """The checkpoint's ``protocol`` and ``metaData`` (the rest of its non-file
-    state, transactions and domains, VACUUM does not use)."""
+    state, transactions and domains, VACUUM does not use);
+    :class:`InvalidCheckpointError` when the checkpoint breaks its spec."""
     if segment.checkpoint is None:
         return TableState()
     contents = CheckpointContents()
@@ -246,6 +266,11 @@ def _checkpoint_head(segment: LogSegment, parts: Sequence[_Part]) -> TableState:
         if present:
             contents.add_parquet_table(part.table.select(present))
     contents.check_one_protocol_and_metadata()
+    check_checkpoint_spec(
+        segment.checkpoint,
+        contents.non_file_actions,
+        names_sidecars=any(part.sidecars for part in parts),
+    )
     return state_from_checkpoint(
         segment.checkpoint.version,
         contents.non_file_actions,
@@ -260,7 +285,8 @@ def _concat_rows(tables: Sequence[pa.Table], action: str, schema: pa.Schema) -> 
 
 
 def _rows(table: pa.Table, action: str, schema: pa.Schema) -> pa.Table:
-    """The non-null ``action`` rows of a checkpoint table, in ``schema``."""
+    """The non-null ``action`` rows of a checkpoint table, in ``schema`` (none
+    when the part has no ``action`` column: it is all null there)."""
     if action not in table.column_names:
         return schema.empty_table()
     chunked = table.column(action)
@@ -278,7 +304,11 @@ def _rows(table: pa.Table, action: str, schema: pa.Schema) -> pa.Table:
             value = _dv_struct(value)
         arrays.append(value.cast(field.type))
     flat = pa.table(arrays, schema=schema)
-    return flat.filter(pc.is_valid(flat.column("path")))
+    # A row whose action is null holds no action, whatever its children say: a
+    # required child (``path``) under a null struct reads back as "" (deltalake's
+    # checkpoints), which must not stand for a live file or a tombstone.
+    present = pc.is_valid(column)
+    return flat.filter(pc.and_(present, pc.is_valid(flat.column("path"))))
 
 
 def _dv_struct(value: pa.Array) -> pa.Array:

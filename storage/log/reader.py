@@ -9,21 +9,32 @@ Invariants:
   ``checkpointMetadata``) have their sidecars read concurrently; a sidecar
   that is missing is a :class:`CorruptLogError`, never a silently smaller table.
 - A checkpoint yields the same :class:`TableState` whichever format holds it.
+- :func:`read_checkpoint` and :func:`checkpoint_head` judge the checkpoint's
+  spec (:func:`raydelta.protocol.log_segment.check_checkpoint_spec`): an
+  invalid one is an :class:`InvalidCheckpointError` for the caller, which
+  rebuilds the version without it when older files can.
+- An action column a checkpoint part does not have is all null in that part
+  (PROTOCOL.md, "Checkpoints": "Any missing column should be treated as
+  null"): a multi-part checkpoint may hold only ``txn`` in some parts. A
+  column that is there must have the checkpoint schema's type (a struct),
+  else :class:`CorruptLogError`; and a classic or multi-part checkpoint none
+  of whose parts has an ``add`` column is refused
+  (:func:`require_add_column`), never read as an empty table.
 - :func:`read_last_checkpoint` is the one reader of ``_last_checkpoint``: a
   missing or corrupt file is no hint (None), never an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raydelta.protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
-from raydelta.protocol.errors import CorruptLogError
+from raydelta.protocol.errors import CorruptLogError, InvalidCheckpointError, RaydeltaError
 from raydelta.protocol.file_actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
@@ -32,6 +43,7 @@ from raydelta.protocol.file_actions import (
 )
 from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, SIDECAR_DIR, LogFile, LogFileKind
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
+from raydelta.protocol.log_segment import CheckpointRef, LogSegment, check_checkpoint_spec
 from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
 from raydelta.storage.log.store import LogStore
 
@@ -47,6 +59,86 @@ ACTION_COLUMNS = (
 )
 NON_FILE_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "checkpointMetadata")
 _FILE_FIELDS = {"add": ADD_SCHEMA.names, "remove": REMOVE_SCHEMA.names}
+
+
+def require_add_column(
+    parts: Sequence[LogFile], columns: Sequence[Collection[str]], *, names_sidecars: bool
+) -> None:
+    """Refuse a checkpoint whose file actions would silently read as none.
+
+    ``columns`` holds the top-level columns of each parquet part of one
+    checkpoint (``parts``, in the same order). A part without ``add`` has no
+    ``add`` rows, as for every reader of the spec; but when *no* part of a
+    classic or multi-part checkpoint has the column and the checkpoint names
+    no sidecar, the table would read as empty. Every writer writes the
+    column (all null on a table without files), so that is a damaged file
+    (a rewrite that dropped the column, a truncated schema): a
+    :class:`CorruptLogError`, the table's files never silently dropped.
+    UUID-named checkpoints and JSON parts are not judged here.
+    """
+    parquet = [(p, c) for p, c in zip(parts, columns, strict=True) if p.name.endswith(".parquet")]
+    if not parquet or names_sidecars:
+        return
+    if any(p.kind is LogFileKind.CHECKPOINT_UUID for p, _ in parquet):
+        return
+    if not any("add" in c for _, c in parquet):
+        names = ", ".join(p.name for p, _ in parquet)
+        raise CorruptLogError(
+            f"checkpoint {names} has no 'add' column in any part: its live files would "
+            "silently read as none"
+        )
+
+
+def parquet_action_columns(store: LogStore, path: str) -> frozenset[str]:
+    """The top-level columns of a checkpoint part, from its footer only; an
+    action column that is there but not a struct is a :class:`CorruptLogError`
+    (found before any row is read)."""
+    try:
+        with store.fs.open(path, "rb") as handle:
+            schema = pq.ParquetFile(handle).schema_arrow
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+    for name in ACTION_COLUMNS:
+        if name in schema.names and not pa.types.is_struct(schema.field(name).type):
+            raise CorruptLogError(f"the checkpoint column {name!r} of {path} is not a struct")
+    return frozenset(schema.names)
+
+
+_Inline = TypeVar("_Inline")
+_Read = TypeVar("_Read")
+
+
+def read_valid_segment(
+    build: Callable[[frozenset[str]], tuple[LogSegment, _Inline]],
+    read: Callable[[LogSegment, _Inline], _Read],
+) -> tuple[LogSegment, _Inline, _Read]:
+    """``read`` of the segment ``build`` makes, its checkpoint judged valid.
+
+    ``build(unusable)`` makes the segment (and what comes with it: a
+    catalog's inline commits) without the checkpoint files named in
+    ``unusable``. When ``read`` finds the segment's checkpoint breaks the
+    spec (:class:`InvalidCheckpointError`, see
+    :func:`raydelta.protocol.log_segment.check_checkpoint_spec`), the
+    segment is built again without it, from an older checkpoint or the
+    commits, and read again; when nothing older rebuilds the version, the
+    checkpoint's error is raised (the reason nothing could be built is its
+    cause). Nothing is ever read from an invalid checkpoint.
+    """
+    unusable: frozenset[str] = frozenset()
+    segment, extra = build(unusable)
+    while True:
+        try:
+            return segment, extra, read(segment, extra)
+        except InvalidCheckpointError as invalid:
+            if segment.checkpoint is None:
+                raise
+            unusable |= {f.name for f in segment.checkpoint.files}
+            try:
+                segment, extra = build(unusable)
+            except RaydeltaError as nothing_older:
+                raise invalid from nothing_older
 
 
 def read_last_checkpoint(store: LogStore) -> LastCheckpointInfo | None:
@@ -342,12 +434,11 @@ def read_checkpoint(
                 parquet_parts,
             )
         )
-        for part, (part_contents, columns) in zip(parquet_parts, read, strict=True):
-            if part.kind is not LogFileKind.CHECKPOINT_UUID and "add" not in columns:
-                # classic and multi-part checkpoints carry every action column:
-                # without "add" the table would silently read as empty
-                raise CorruptLogError(f"checkpoint {part.name} has no 'add' column")
+        for part_contents, _ in read:
             _merge(contents, part_contents)
+        require_add_column(
+            parquet_parts, [columns for _, columns in read], names_sidecars=bool(contents.sidecars)
+        )
         if contents.sidecars:
             sidecar_paths = [sidecar_path(store, s) for s in contents.sidecars]
 
@@ -363,7 +454,15 @@ def read_checkpoint(
             for sidecar_contents in pool.map(read_sidecar, sidecar_paths):
                 _merge(contents, sidecar_contents)
     contents.check_one_protocol_and_metadata()
+    check_checkpoint_spec(
+        checkpoint_ref(parts), contents.non_file_actions, names_sidecars=bool(contents.sidecars)
+    )
     return contents
+
+
+def checkpoint_ref(parts: Sequence[LogFile]) -> CheckpointRef:
+    """The :class:`CheckpointRef` of one checkpoint's files (all of one version)."""
+    return CheckpointRef(parts[0].require_version(), parts[0].kind, tuple(parts))
 
 
 def checkpoint_state(
@@ -420,16 +519,23 @@ def read_rows_of_columns(store: LogStore, path: str, wanted: Sequence[str]) -> p
 
 def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
     """The non-file part of a checkpoint's state (protocol, metadata, txns,
-    domains): only those columns of parquet parts are read, sidecars never."""
+    domains): only those columns of parquet parts are read (and the sidecar
+    references, to judge the checkpoint's spec), sidecar files never."""
     contents = CheckpointContents()
     for part in parts:
         if part.name.endswith(".json"):
             actions = parse_actions(store.read(part.name))
             contents.non_file_actions.extend(a for a in actions if not _is_file_action(a))
+            contents.sidecars.extend(a for a in actions if isinstance(a, Sidecar))
         else:
-            table = read_rows_of_columns(store, store.path_of(part.name), NON_FILE_COLUMNS)
+            table = read_rows_of_columns(
+                store, store.path_of(part.name), (*NON_FILE_COLUMNS, "sidecar")
+            )
             contents.add_parquet_table(table)
     contents.check_one_protocol_and_metadata()
+    check_checkpoint_spec(
+        checkpoint_ref(parts), contents.non_file_actions, names_sidecars=bool(contents.sidecars)
+    )
     return state_from_checkpoint(
         version, contents.non_file_actions, ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table()
     )

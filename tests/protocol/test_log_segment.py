@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raydelta.protocol.actions import CheckpointMetadata, Sidecar
 from raydelta.protocol.errors import (
+    InvalidCheckpointError,
     InvalidTableError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -30,7 +33,13 @@ from raydelta.protocol.file_names import (
     uuid_checkpoint_name,
 )
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
-from raydelta.protocol.log_segment import LogSegment, build_log_segment, latest_commit_version
+from raydelta.protocol.log_segment import (
+    CheckpointRef,
+    LogSegment,
+    build_log_segment,
+    check_checkpoint_spec,
+    latest_commit_version,
+)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 U1 = "016ae953-37a9-438e-8683-9a9a4a79a395"
@@ -659,3 +668,72 @@ def test_golden_corrupted_last_checkpoint_kernel() -> None:
     assert seg.version == 11
     assert seg.checkpoint_version == 10
     assert versions_of(seg) == [11]
+
+
+# --- checkpoint spec (issue 25) ---------------------------------------------------------
+
+
+def _ref(*names_: str) -> CheckpointRef:
+    files = tuple(lf(n) for n in names_)
+    return CheckpointRef(files[0].require_version(), files[0].kind, files)
+
+
+_SIDECAR = Sidecar(path="s.parquet", sizeInBytes=1, modificationTime=1)
+_UUID_NAMES = (uuid_checkpoint_name(5, U1, "json"), uuid_checkpoint_name(5, U1, "parquet"))
+
+
+@pytest.mark.parametrize(
+    ("files", "actions", "valid"),
+    [
+        # UUID-named: V2, exactly one checkpointMetadata of its version
+        (_UUID_NAMES[:1], [CheckpointMetadata(version=5)], True),
+        (_UUID_NAMES[1:], [CheckpointMetadata(version=5), _SIDECAR], True),
+        (_UUID_NAMES[:1], [], False),
+        (_UUID_NAMES[1:], [_SIDECAR], False),
+        (_UUID_NAMES[:1], [CheckpointMetadata(version=5)] * 2, False),
+        (_UUID_NAMES[:1], [CheckpointMetadata(version=4)], False),
+        # classic-named: V1 (neither) or V2 (exactly one)
+        ((classic_checkpoint_name(5),), [], True),
+        ((classic_checkpoint_name(5),), [CheckpointMetadata(version=5), _SIDECAR], True),
+        ((classic_checkpoint_name(5),), [_SIDECAR], False),
+        ((classic_checkpoint_name(5),), [CheckpointMetadata(version=6)], False),
+        # multi-part: always V1
+        ((multipart_checkpoint_name(5, 1, 2), multipart_checkpoint_name(5, 2, 2)), [], True),
+        (
+            (multipart_checkpoint_name(5, 1, 2), multipart_checkpoint_name(5, 2, 2)),
+            [CheckpointMetadata(version=5)],
+            False,
+        ),
+    ],
+)
+def test_check_checkpoint_spec(files: tuple[str, ...], actions: list[Any], valid: bool) -> None:
+    ref = _ref(*files)
+    if valid:
+        check_checkpoint_spec(ref, actions)
+    else:
+        with pytest.raises(InvalidCheckpointError):
+            check_checkpoint_spec(ref, actions)
+    # sidecars known apart from the actions count the same
+    if not valid and actions == [_SIDECAR]:
+        with pytest.raises(InvalidCheckpointError):
+            check_checkpoint_spec(ref, [], names_sidecars=True)
+
+
+def test_unusable_checkpoint_files_are_as_absent() -> None:
+    uuid_top = uuid_checkpoint_name(5, U1, "json")
+    listing = [*commits(*range(8)), lf(classic_checkpoint_name(3)), lf(uuid_top)]
+    assert build_log_segment(listing).checkpoint_version == 5
+    segment = build_log_segment(listing, unusable={uuid_top})
+    assert segment.checkpoint_version == 3 and versions_of(segment) == [4, 5, 6, 7]
+    segment = build_log_segment(listing, unusable={uuid_top, classic_checkpoint_name(3)})
+    assert segment.checkpoint is None and versions_of(segment) == list(range(8))
+    # the hint naming the unusable file does not bring it back
+    hint = LastCheckpointInfo(version=5, size=1, v2Checkpoint={"path": uuid_top})
+    assert (
+        build_log_segment(
+            listing, last_checkpoint_hint=hint, unusable={uuid_top}
+        ).checkpoint_version
+        == 3
+    )
+    with pytest.raises(InvalidTableError):
+        build_log_segment([lf(uuid_top), *commits(6, 7)], unusable={uuid_top})

@@ -440,12 +440,23 @@ def test_upgrade_writer_only_keeps_legacy_reader() -> None:
 def test_upgrade_adds_reader_writer_features_to_both_lists_and_dependencies() -> None:
     up = upgrade_protocol(proto(3, 7, [], ["madeUp"]), writer_features=["catalogManaged"])
     assert up.reader_features == ["catalogManaged"]
-    assert up.writer_features == ["madeUp", "catalogManaged", "inCommitTimestamps"]
+    assert up.writer_features == ["madeUp", "catalogManaged", "inCommitTimestamp"]
     # The spelling already present is kept; no second spelling is added.
     up = upgrade_protocol(
         proto(1, 7, None, ["inCommitTimestamp"]), writer_features=["catalogManaged"]
     )
     assert up.writer_features == ["inCommitTimestamp", "catalogManaged"]
+    # Another writer's spec spelling is kept as it is (its protocol is not rewritten).
+    up = upgrade_protocol(
+        proto(1, 7, None, ["inCommitTimestamps"]), writer_features=["catalogManaged"]
+    )
+    assert up.writer_features == ["inCommitTimestamps", "catalogManaged"]
+
+
+def test_upgrade_writes_in_commit_timestamp_whichever_spelling_is_asked() -> None:
+    for asked in ("inCommitTimestamp", "inCommitTimestamps"):
+        up = upgrade_protocol(proto(1, 2), writer_features=[asked])
+        assert up.writer_features == ["appendOnly", "invariants", "inCommitTimestamp"], asked
 
 
 def test_upgrade_refuses_unknown_or_misplaced_features() -> None:

@@ -30,6 +30,7 @@ from urllib.parse import unquote
 
 import deltalake
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,6 +40,7 @@ from raydelta.protocol.errors import (
     ChecksumMismatchError,
     CorruptLogError,
     DeletionVectorError,
+    InvalidCheckpointError,
     InvalidTableError,
     MissingMetadataError,
     MissingProtocolError,
@@ -209,6 +211,33 @@ def _null_add_paths(table: pa.Table) -> pa.Table:
     return table.set_column(table.schema.get_field_index("add"), "add", rebuilt)
 
 
+def _multipart(version: int, part: int, parts: int = 2) -> str:
+    return f"{LOG}/{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet"
+
+
+def _rewrite_parts(
+    version: int, rewrite: Callable[[list[pa.Table]], list[pa.Table]], parts: int = 2
+) -> Callable[[Path], None]:
+    """Rewrite every part of a multi-part checkpoint at once."""
+
+    def mutate(root: Path) -> None:
+        paths = [root / _multipart(version, i, parts) for i in range(1, parts + 1)]
+        for path, table in zip(paths, rewrite([pq.read_table(p) for p in paths]), strict=True):
+            pq.write_table(table, path)
+
+    return mutate
+
+
+def _adds_moved_to_the_last_part(tables: list[pa.Table]) -> list[pa.Table]:
+    """Part 1 keeps its non-file rows and only their columns; its adds join the
+    last part: the same checkpoint, its parts holding some columns each."""
+    first, *rest = tables
+    has_add = first.column("add").is_valid()
+    head = first.filter(pc.invert(has_add)).drop_columns(["add", "remove"])
+    last = pa.concat_tables([rest[-1], first.filter(has_add)])
+    return [head, *rest[:-1], last]
+
+
 def _second_protocol(table: pa.Table) -> pa.Table:
     row = next(r for r in table.to_pylist() if r.get("protocol"))
     row["protocol"] = {
@@ -239,6 +268,15 @@ def _rewrite_v2_json(line: str) -> Callable[[Path], None]:
         top = next((root / LOG).glob("*.checkpoint.*.json"))
         kept = [x for x in top.read_text().split("\n") if x and '"sidecar"' not in x]
         top.write_text("\n".join([*kept, line]) + "\n")
+
+    return mutate
+
+
+def _drop_v2_json_lines(action: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        top = next((root / LOG).glob("*.checkpoint.*.json"))
+        kept = [x for x in top.read_text().split("\n") if x and f'"{action}"' not in x]
+        top.write_text("\n".join(kept) + "\n")
 
     return mutate
 
@@ -528,6 +566,32 @@ HOSTILE_CASES: list[tuple[str, str, Callable[[Path], None], Any]] = [
         FALLBACK,
     ),
     (
+        "multipart-parts-hold-some-columns",
+        "multi-part-checkpoint",
+        _many(_rewrite_parts(1, _adds_moved_to_the_last_part), _delete(_commit(0))),
+        FALLBACK,
+    ),
+    (
+        "multipart-part-add-column-int",
+        "multi-part-checkpoint",
+        _rewrite_parts(
+            1,
+            lambda ts: [
+                ts[0],
+                ts[1].set_column(
+                    ts[1].schema.get_field_index("add"), "add", pa.nulls(ts[1].num_rows, pa.int64())
+                ),
+            ],
+        ),
+        CorruptLogError,
+    ),
+    (
+        "multipart-no-part-has-add",
+        "multi-part-checkpoint",
+        _rewrite_parts(1, lambda ts: [t.drop_columns(["add"]) for t in ts]),
+        CorruptLogError,
+    ),
+    (
         "multipart-missing-part-no-first-commit",
         "multi-part-checkpoint",
         _delete(f"{LOG}/{1:020d}.checkpoint.0000000002.0000000002.parquet", _commit(0)),
@@ -615,6 +679,21 @@ HOSTILE_CASES: list[tuple[str, str, Callable[[Path], None], Any]] = [
             '{"sidecar":{"path":"gone.parquet","sizeInBytes":1,"modificationTime":1}}'
         ),
         CorruptLogError,
+    ),
+    (
+        "v2-json-no-checkpoint-metadata",
+        "v2-checkpoint-json",
+        _drop_v2_json_lines("checkpointMetadata"),
+        FALLBACK,
+    ),
+    (
+        "v2-json-no-checkpoint-metadata-no-commits",
+        "v2-checkpoint-json",
+        _many(
+            _drop_v2_json_lines("checkpointMetadata"),
+            _delete(_commit(0), _commit(1), _commit(2)),
+        ),
+        InvalidCheckpointError,
     ),
     (
         "v2-top-file-truncated",
