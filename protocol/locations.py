@@ -162,25 +162,36 @@ def overlapping_pairs(
     return sorted(pairs)
 
 
-def is_canonical_spelling(uri: str) -> bool:
-    """Whether ``uri``'s path holds nothing :func:`parse_location` rewrites
-    beyond a trailing slash: no percent-escape, no empty, ``.`` or ``..``
-    segment. Object stores take keys literally (``a/../b`` is a key of its
-    own there), so a catalog accepts only such spellings for them."""
+POLICY_WILDCARDS = frozenset("*?$")
+"""Characters access policies read as patterns (``*``, ``?``) or variables (``${..}``)."""
+
+
+def object_store_spelling_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot be an object store's table or external location, or
+    None. Object stores take keys literally (``a/../b`` is a key of its own
+    there, ``a%2Fb`` may be read as ``a/b`` by one client and not by
+    another) and vended credentials name key prefixes in access policies,
+    so the path must hold no percent-escape, no empty, ``.`` or ``..``
+    segment and none of :data:`POLICY_WILDCARDS`; a trailing slash is fine."""
     match = _SCHEME_RE.match(uri)
     rest = match.group(2) if match is not None and len(match.group(1)) > 1 else uri
     path = rest[2:].partition("/")[2] if rest.startswith("//") else rest.lstrip("/")
+    path = path.rstrip("/")
     if "%" in path:
-        return False
-    parts = path.rstrip("/").split("/")
-    return path.rstrip("/") == "" or all(p not in ("", ".", "..") for p in parts)
+        return "it holds a percent-escape (write the characters themselves)"
+    if path and any(p in ("", ".", "..") for p in path.split("/")):
+        return "it holds an empty, '.' or '..' segment (object stores do not resolve them)"
+    if any(c in POLICY_WILDCARDS for c in path):
+        return "it holds '*', '?' or '$', which access policies read as patterns"
+    return None
 
 
 __all__ = [
     "LOCAL_SCHEMES",
+    "POLICY_WILDCARDS",
     "SCHEME_ALIASES",
     "StorageLocation",
-    "is_canonical_spelling",
+    "object_store_spelling_problem",
     "overlapping_pairs",
     "parse_location",
 ]

@@ -29,10 +29,13 @@ from raydelta.protocol.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
+    CredentialsUnavailableError,
     DeltaConcurrentModificationException,
     InvalidArgumentError,
     InvalidTableError,
+    LocationOverlapError,
     MetadataChangedException,
+    OverlappingTablesError,
     PermissionDeniedError,
     ProtocolChangedException,
     PublishBacklogError,
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
     from raydelta.protocol.catalog_managed import RatifiedCommit
     from raydelta.protocol.durations import parse_duration
     from raydelta.protocol.privileges import Privilege
+    from raydelta.protocol.securables import SecurableType
     from raydelta.storage.history import HistoryEntry
     from raydelta.storage.metadata_cleanup import MetadataCleanupReport
     from raydelta.storage.snapshot import Snapshot
@@ -67,6 +71,7 @@ _LAZY = {
     "RatifiedCommit": "raydelta.protocol.catalog_managed",
     "parse_duration": "raydelta.protocol.durations",
     "Privilege": "raydelta.protocol.privileges",
+    "SecurableType": "raydelta.protocol.securables",
     "HistoryEntry": "raydelta.storage.history",
     "MetadataCleanupReport": "raydelta.storage.metadata_cleanup",
     "Snapshot": "raydelta.storage.snapshot",
@@ -150,13 +155,16 @@ __all__ = [
     "ConcurrentDeleteDeleteException",
     "ConcurrentDeleteReadException",
     "ConcurrentTransactionException",
+    "CredentialsUnavailableError",
     "DeltaConcurrentModificationException",
     "History",
     "HistoryEntry",
     "InvalidArgumentError",
     "InvalidTableError",
+    "LocationOverlapError",
     "MetadataChangedException",
     "MetadataCleanupReport",
+    "OverlappingTablesError",
     "PermissionDeniedError",
     "Privilege",
     "ProtocolChangedException",
@@ -164,6 +172,7 @@ __all__ = [
     "RatifiedCommit",
     "RaydeltaError",
     "RetentionTooShortError",
+    "SecurableType",
     "Snapshot",
     "Table",
     "TableAlreadyExistsError",

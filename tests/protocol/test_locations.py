@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from raydelta.protocol.errors import InvalidArgumentError
 from raydelta.protocol.locations import (
     StorageLocation,
-    is_canonical_spelling,
+    object_store_spelling_problem,
     overlapping_pairs,
     parse_location,
 )
@@ -108,11 +108,14 @@ def test_canonical_uri_and_key_prefix() -> None:
         ("s3://b/a/./b", False),
         ("s3://b/a//b", False),
         ("s3://b/a%20b", False),
+        ("s3://b/t*", False),
+        ("s3://b/t?/x", False),
+        ("s3://b/${aws:username}", False),
         ("/a/b", True),
     ],
 )
-def test_canonical_spelling(uri: str, canonical: bool) -> None:
-    assert is_canonical_spelling(uri) == canonical
+def test_object_store_spelling(uri: str, canonical: bool) -> None:
+    assert (object_store_spelling_problem(uri) is None) == canonical
 
 
 @settings(max_examples=300, deadline=None)
