@@ -329,8 +329,9 @@ class CatalogLocationMethods:
                 "created_by": principal,
                 "updated_at": now,
                 "updated_by": principal,
-                "external_location_id": str(uuid.uuid4()),
             }
+            # the id under both names Unity Catalog has used (the 0.4 SDK reads "id")
+            info["id"] = info["external_location_id"] = str(uuid.uuid4())
             self._external.locations[name] = info
             self._external.save()
             return dict(info)
