@@ -336,6 +336,53 @@ class PermissionDeniedError(RaydeltaError):
         return str(self.args[0])
 
 
+# --- storage locations and vended credentials (catalogs) -------------------------
+
+
+class LocationOverlapError(InvalidArgumentError):
+    """A location equals, contains or lies inside one the catalog holds already
+    (a table's, a staging table's, an external location's, or its managed
+    root), or is spelled so that two stores could read it differently;
+    nothing was created. ``location`` is the refused one, ``other`` what it
+    overlaps (a table's or external location's name) and ``other_location``
+    where that is."""
+
+    def __init__(
+        self,
+        message: str,
+        location: str | None = None,
+        other: str | None = None,
+        other_location: str | None = None,
+    ) -> None:
+        super().__init__(message, location, other, other_location)
+        self.location = location
+        self.other = other
+        self.other_location = other_location
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class OverlappingTablesError(RaydeltaError):
+    """No credentials for a table the catalog found overlapping another one's
+    location when it started (registered under older rules): vending for
+    either would reach the other's data. ``tables`` names them; an admin
+    resolves it by dropping (or re-registering elsewhere) one of them."""
+
+    def __init__(self, message: str, tables: tuple[str, ...] = ()) -> None:
+        super().__init__(message, tables)
+        self.tables = tuple(tables)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CredentialsUnavailableError(RaydeltaError):
+    """The catalog cannot vend credentials scoped to the location asked for
+    (no role to assume is configured, or the token service refused); it
+    never hands out its own keys instead. The message says how to configure it."""
+
+
 # --- maintenance ---------------------------------------------------------------
 
 

@@ -43,12 +43,25 @@ DATA_BOOKKEEPING_DOMAINS = frozenset({ROW_TRACKING_DOMAIN})
 
 
 class Privilege(enum.StrEnum):
-    """What a principal may do with one table (see the module docstring)."""
+    """What a principal may do with a securable. On a table (see the module
+    docstring): ``READ``, ``WRITE``, ``ALTER``, ``OWN``. On catalogs, schemas
+    and external locations, Unity Catalog's names
+    (:mod:`raydelta.protocol.securables` says which apply where):
+    ``USE_CATALOG``, ``USE_SCHEMA``, ``CREATE_TABLE`` (creating a table in a
+    schema), ``CREATE_EXTERNAL_TABLE`` (a table at a path inside an external
+    location), ``READ_FILES`` / ``WRITE_FILES`` (path credentials inside an
+    external location)."""
 
     READ = "read"
     WRITE = "write"
     ALTER = "alter"
     OWN = "own"
+    USE_CATALOG = "use_catalog"
+    USE_SCHEMA = "use_schema"
+    CREATE_TABLE = "create_table"
+    CREATE_EXTERNAL_TABLE = "create_external_table"
+    READ_FILES = "read_files"
+    WRITE_FILES = "write_files"
 
 
 ALL_PRIVILEGES = frozenset(Privilege)

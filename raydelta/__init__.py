@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from raydelta.protocol.catalog_managed import RatifiedCommit
     from raydelta.protocol.durations import parse_duration
     from raydelta.protocol.privileges import Privilege
+    from raydelta.protocol.securables import SecurableType
     from raydelta.storage.cleanup.metadata import MetadataCleanupReport
     from raydelta.storage.cleanup.vacuum import VacuumReport
     from raydelta.storage.history import HistoryEntry
@@ -54,6 +55,7 @@ _LAZY = {
     "RatifiedCommit": "raydelta.protocol.catalog_managed",
     "parse_duration": "raydelta.protocol.durations",
     "Privilege": "raydelta.protocol.privileges",
+    "SecurableType": "raydelta.protocol.securables",
     "HistoryEntry": "raydelta.storage.history",
     "MetadataCleanupReport": "raydelta.storage.cleanup.metadata",
     "Snapshot": "raydelta.storage.snapshot",
@@ -141,10 +143,12 @@ __all__ = [
     "HistoryEntry",
     "InvalidArgumentError",
     "MetadataCleanupReport",
+    "OverlappingTablesError",
     "PermissionDeniedError",
     "Privilege",
     "RatifiedCommit",
     "RaydeltaError",
+    "SecurableType",
     "Snapshot",
     "Table",
     "TableAlreadyExistsError",

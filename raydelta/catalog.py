@@ -20,8 +20,12 @@ Invariants:
 - With ``authorization=True`` every call carries a token: the handle that
   started the catalog holds the bootstrap token (it owns everything);
   :meth:`Catalog.create_principal` issues others, :meth:`Catalog.grant`
-  gives them privileges per table. Off (the default), every caller owns
-  everything.
+  gives them privileges per table (or per catalog, schema or external
+  location). Creating a table needs ``CREATE_TABLE`` (Unity Catalog's
+  ``USE_CATALOG``/``USE_SCHEMA``/``CREATE_TABLE`` for a ``c.s.t`` name) and,
+  outside the catalog's root, ``CREATE_EXTERNAL_TABLE`` on an external
+  location holding it. Off (the default), every caller owns everything.
+- No two tables' locations overlap (equal, inside, around), whoever asks.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import CatalogManagedTableError, InvalidArgumentError
 from raydelta.protocol.privileges import Privilege, parse_privileges
 from raydelta.protocol.schema_arrow import from_arrow
+from raydelta.protocol.securables import SecurableType, parse_securable_type
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from raydelta.storage.catalog.ratified_store import (
     RatifiedCommitStore,
@@ -228,6 +233,16 @@ class Catalog:
     :class:`~raydelta.protocol.errors.PublishBacklogError`. ``token``: the
     caller's token when ``authorization`` is on (default: the bootstrap token
     when this handle started the catalog).
+
+    Temporary credentials for S3 (Unity Catalog's ``/temporary-*-credentials``)
+    come from STS: the catalog assumes ``credential_role_arn`` with a session
+    policy scoped to the one table or path (read-only for reads), for
+    ``credential_lifetime_s`` seconds (900-43200), at ``sts_endpoint_url``
+    (default: the S3 endpoint of ``storage_options``, else AWS's), passing
+    ``credential_external_id`` if the role's trust policy asks for one.
+    Without a role the catalog refuses to vend S3 credentials
+    (:class:`~raydelta.protocol.errors.CredentialsUnavailableError`); it
+    never hands out its own keys.
     """
 
     def __init__(
@@ -240,6 +255,10 @@ class Catalog:
         token: str | None = None,
         max_unpublished: int = 100_000,
         storage_options: dict[str, Any] | None = None,
+        credential_role_arn: str | None = None,
+        credential_lifetime_s: int = 3600,
+        sts_endpoint_url: str | None = None,
+        credential_external_id: str | None = None,
     ) -> None:
         root_uri = normalize_uri(root or DEFAULT_ROOT)
         if store is None:
@@ -254,6 +273,10 @@ class Catalog:
             authorization=authorization,
             max_unpublished=max_unpublished,
             storage_options=storage_options,
+            credential_role_arn=credential_role_arn,
+            credential_lifetime_s=credential_lifetime_s,
+            sts_endpoint_url=sts_endpoint_url,
+            credential_external_id=credential_external_id,
         )
         self.name = name
         self.storage_options = storage_options
@@ -370,11 +393,20 @@ class Catalog:
         table: str,
         privileges: Iterable[Privilege | str] | Privilege | str,
         *,
+        securable_type: SecurableType | str = SecurableType.TABLE,
         token: str | None = None,
     ) -> None:
-        """Give ``principal`` ``privileges`` on ``table`` (needs OWN on it)."""
+        """Give ``principal`` ``privileges`` on ``table`` (needs OWN on it).
+
+        ``securable_type`` grants on something else, named by ``table``:
+        ``"schema"`` (``"main.sales"``: ``USE_SCHEMA``, ``CREATE_TABLE``...),
+        ``"catalog"`` (``"main"``: ``USE_CATALOG``...), ``"external_location"``
+        (``CREATE_EXTERNAL_TABLE``, ``READ_FILES``, ``WRITE_FILES``) or
+        ``"metastore"`` (everything; the same as the table name ``"*"``).
+        A privilege the securable cannot take raises ``ValueError``."""
         wanted = sorted(parse_privileges(privileges))
-        self._get("grant", principal, table, wanted, self._token(token))
+        kind = parse_securable_type(securable_type).value
+        self._get("grant", principal, table, wanted, self._token(token), kind)
 
     def revoke(
         self,
@@ -382,11 +414,62 @@ class Catalog:
         table: str,
         privileges: Iterable[Privilege | str] | Privilege | str,
         *,
+        securable_type: SecurableType | str = SecurableType.TABLE,
         token: str | None = None,
     ) -> None:
-        """Take ``privileges`` on ``table`` back from ``principal`` (needs OWN)."""
+        """Take ``privileges`` on ``table`` (or another securable, as in
+        :meth:`grant`) back from ``principal`` (needs OWN)."""
         wanted = sorted(parse_privileges(privileges))
-        self._get("revoke", principal, table, wanted, self._token(token))
+        kind = parse_securable_type(securable_type).value
+        self._get("revoke", principal, table, wanted, self._token(token), kind)
+
+    # --- external locations -------------------------------------------------------------
+
+    def create_external_location(
+        self,
+        name: str,
+        url: str,
+        *,
+        comment: str | None = None,
+        credential_name: str | None = None,
+        read_only: bool = False,
+        token: str | None = None,
+    ) -> dict[str, Any]:
+        """Register the external location ``name`` at ``url`` (the admin only): a
+        path prefix where tables outside the catalog's managed storage may live,
+        for the principals granted ``CREATE_EXTERNAL_TABLE`` (and path
+        credentials for ``READ_FILES``/``WRITE_FILES``) on it. It may not overlap
+        another external location or the managed root. Returns Unity Catalog's
+        ``ExternalLocationInfo``."""
+        info: dict[str, Any] = self._get(
+            "uc_create_external_location",
+            self._token(token),
+            name,
+            normalize_uri(url),
+            credential_name=credential_name,
+            comment=comment,
+            read_only=read_only,
+        )
+        return info
+
+    def list_external_locations(self, *, token: str | None = None) -> list[dict[str, Any]]:
+        """The external locations the caller holds a privilege on, by name."""
+        infos: list[dict[str, Any]] = self._get("uc_external_locations", self._token(token))
+        return infos
+
+    def drop_external_location(
+        self, name: str, *, force: bool = False, token: str | None = None
+    ) -> None:
+        """Delete external location ``name`` (its owner or the admin; with
+        ``force`` even while tables lie inside it)."""
+        self._get("uc_delete_external_location", self._token(token), name, force)
+
+    def location_report(self) -> list[dict[str, str]]:
+        """Tables whose locations overlap another one's, found when the catalog
+        started (registered under older rules): no credentials are vended for
+        them until an admin drops one (``raydelta status`` shows them too)."""
+        report: list[dict[str, str]] = self._get("location_report")
+        return report
 
     # --- Unity Catalog's REST API ------------------------------------------------------
 

@@ -321,7 +321,7 @@ UNIT_IMPORTS: dict[str, dict[str, set[str]]] = {
         "storage_options": set(),
         "log": {"storage_options"},
         "data": {"log", "storage_options"},
-        "catalog": {"log"},
+        "catalog": {"log", "storage_options"},
         "snapshot": {"log", "data", "catalog", "compaction"},
         # compaction checks the head it compacts (lazily: snapshot replays compactions)
         "compaction": {"log", "snapshot"},

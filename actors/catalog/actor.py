@@ -33,7 +33,10 @@ Invariants:
   step, so a concurrent filesystem writer either precedes it or sees it),
   then the catalog records it as its first version and registers the name.
   From then on our own ``TableActor`` refuses to commit to the table.
-- Every call is authenticated (:mod:`raydelta.actors.catalog.auth`); a commit
+- Every call is authenticated (:mod:`raydelta.actors.catalog.auth`);
+  creating or upgrading a table needs ``CREATE_TABLE`` (and Unity
+  Catalog's ``USE_*`` for a three-part name) and a location that overlaps
+  no other table's (:mod:`raydelta.actors.catalog.locations`); a commit
   is judged by its content (:func:`~raydelta.protocol.privileges.required_privileges`)
   before anything is written.
 - Backpressure: when a table's ratified-but-unpublished backlog reaches
@@ -73,6 +76,7 @@ from raydelta.protocol.events import CommitCommitted, CommitReply, CommitRequest
 from raydelta.protocol.file_names import STAGED_COMMITS_DIR, LogFileKind, commit_name
 from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.protocol.reconciliation import TableHead
+from raydelta.protocol.securables import Securable, SecurableType, parse_securable_type
 from raydelta.protocol.table_features import (
     CATALOG_MANAGED,
     IN_COMMIT_TIMESTAMP,
@@ -80,6 +84,11 @@ from raydelta.protocol.table_features import (
     upgrade_protocol,
 )
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.storage.catalog.credential_vending import (
+    DEFAULT_LIFETIME_S,
+    MAX_LIFETIME_S,
+    MIN_LIFETIME_S,
+)
 from raydelta.storage.catalog.ratified_store import RatifiedCommitStore, TableEntry
 from raydelta.storage.log.store import LogStore, log_store_for
 
@@ -96,7 +105,9 @@ class CatalogSettings(BaseModel):
     """How a catalog runs. ``root``: where new tables are placed (and the
     principals file, when authorization is on); ``max_unpublished``: the
     per-table backlog of ratified, unpublished commits past which commits are
-    refused (retryable)."""
+    refused (retryable); ``credential_*`` and ``sts_endpoint_url``: how
+    temporary S3 credentials are vended
+    (:mod:`raydelta.storage.catalog.credential_vending`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -105,6 +116,14 @@ class CatalogSettings(BaseModel):
     max_unpublished: int = Field(default=100_000, ge=1)
     staged_gc_grace_s: float = Field(default=600.0, ge=0)
     storage_options: dict[str, Any] | None = None
+    credential_role_arn: str | None = None
+    """The role S3 credentials are vended from (STS ``AssumeRole`` with a
+    session policy per location); None: S3 credentials are refused."""
+    credential_lifetime_s: int = Field(
+        default=DEFAULT_LIFETIME_S, ge=MIN_LIFETIME_S, le=MAX_LIFETIME_S
+    )
+    sts_endpoint_url: str | None = None
+    credential_external_id: str | None = None
 
 
 def _upgrade_coordinator(
@@ -163,6 +182,14 @@ class CatalogActor(UnityCatalogMethods):
         )
         crash_point("catalog_recover")
         self._recover()
+        self._find_overlaps()
+        if self._overlaps:
+            logger.warning(
+                "catalog %s: tables whose locations overlap (no credentials until an admin "
+                "drops one): %s",
+                settings.root,
+                sorted(self._overlaps),
+            )
 
     # --- plumbing ----------------------------------------------------------------------
 
@@ -259,6 +286,7 @@ class CatalogActor(UnityCatalogMethods):
             entry = self._store.drop_table(name)
             self._tables.pop(entry.table_id, None)
             self._auth.forget_table(name)
+            self._find_overlaps()  # dropping one of two overlapping tables resolves both
             return entry
 
     def create_table(
@@ -282,7 +310,9 @@ class CatalogActor(UnityCatalogMethods):
                 if existing.table_id == table_id:
                     return existing  # a retried call that finished
                 raise TableAlreadyExistsError(f"the catalog already has a table named {name!r}")
+            self._require_creation(principal, name)
             where = location or f"{self._settings.root.rstrip('/')}/{table_id}"
+            self._check_table_location(principal, where, managed=True, skip_id=table_id)
             entry = TableEntry(name=name, location=where, table_id=table_id)
             coordinator = self._coordinator(entry)
             if self._store.find_txn(table_id, txn_id) is None:
@@ -317,6 +347,8 @@ class CatalogActor(UnityCatalogMethods):
             principal = self._auth.authenticate(token)
             if self._store.lookup(name) is not None:
                 raise TableAlreadyExistsError(f"the catalog already has a table named {name!r}")
+            self._require_creation(principal, name)
+            self._check_table_location(principal, location, managed=True)
             filesystem = _upgrade_coordinator(location, self._settings.storage_options)
             if not filesystem.exists:
                 raise TableNotFoundError(f"no Delta table at {location}")
@@ -462,18 +494,32 @@ class CatalogActor(UnityCatalogMethods):
             return self._auth.issue_token(principal)
 
     def grant(
-        self, principal: str, table: str, privileges: Sequence[Privilege], token: str | None
+        self,
+        principal: str,
+        name: str,
+        privileges: Sequence[Privilege],
+        token: str | None,
+        securable_type: str = SecurableType.TABLE,
     ) -> None:
+        """Give ``principal`` ``privileges`` on the securable (a table by default);
+        the caller needs OWN on it."""
         with self._lock:
-            self._auth.require(self._auth.authenticate(token), table, [Privilege.OWN])
-            self._auth.grant(principal, table, privileges)
+            securable = _securable(securable_type, name)
+            self._auth.require_on(self._auth.authenticate(token), securable, [Privilege.OWN])
+            self._auth.grant_on(principal, securable, privileges)
 
     def revoke(
-        self, principal: str, table: str, privileges: Sequence[Privilege], token: str | None
+        self,
+        principal: str,
+        name: str,
+        privileges: Sequence[Privilege],
+        token: str | None,
+        securable_type: str = SecurableType.TABLE,
     ) -> None:
         with self._lock:
-            self._auth.require(self._auth.authenticate(token), table, [Privilege.OWN])
-            self._auth.revoke(principal, table, privileges)
+            securable = _securable(securable_type, name)
+            self._auth.require_on(self._auth.authenticate(token), securable, [Privilege.OWN])
+            self._auth.revoke_on(principal, securable, privileges)
 
     # --- publishing ----------------------------------------------------------------------
 
@@ -525,6 +571,17 @@ class CatalogActor(UnityCatalogMethods):
             coordinator = self._managed(name, token, Privilege.OWN)
             grace = self._settings.staged_gc_grace_s if older_than_s is None else older_than_s
             return collect_staged_garbage(coordinator, grace)
+
+
+def _securable(securable_type: str, name: str) -> Securable:
+    kind = parse_securable_type(securable_type)
+    if kind is SecurableType.TABLE:
+        return Securable.table(name)
+    if kind is SecurableType.METASTORE:
+        return Securable.metastore()
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"a {kind.value} needs a name, got {name!r}")
+    return Securable(kind, name)
 
 
 def _with_ict(metadata: Metadata) -> Metadata:

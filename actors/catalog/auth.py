@@ -4,8 +4,11 @@ A principal is a name with one secret token the catalog issued
 (``<name>.<secret>``, the secret from :func:`secrets.token_urlsafe`). The
 catalog keeps only a SHA-256 hash of the secret and compares hashes with
 :func:`hmac.compare_digest` (constant time). Privileges
-(:class:`~raydelta.protocol.privileges.Privilege`) are granted per table
-name; a grant on :data:`ALL_TABLES` covers every table.
+(:class:`~raydelta.protocol.privileges.Privilege`) are granted on
+securables (:mod:`raydelta.protocol.securables`): tables by name, Unity
+Catalog's catalogs, schemas and external locations, and the metastore, whose
+name is :data:`ALL_TABLES`: a grant there covers every securable. Grants on
+a catalog or schema reach the tables in it.
 
 Invariants:
 - A token is shown once, when it is issued; nothing stored can rebuild it.
@@ -34,10 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raydelta.protocol.errors import PermissionDeniedError, UnauthenticatedError
-from raydelta.protocol.privileges import (
-    Privilege,
-    effective_privileges,
-    missing_privileges,
+from raydelta.protocol.privileges import Privilege, missing_privileges
+from raydelta.protocol.securables import (
+    APPLICABLE,
+    Securable,
+    SecurableType,
+    check_applicable,
+    held_on,
 )
 from raydelta.storage.catalog.root_documents import read_document, root_store, write_document
 from raydelta.storage.log.store import LogStore
@@ -45,13 +51,15 @@ from raydelta.storage.log.store import LogStore
 PRINCIPALS_FILE = "principals.json"
 
 ALL_TABLES = "*"
-"""The table name of a catalog-wide grant."""
+"""The table name of a catalog-wide grant (the metastore securable)."""
 
 ANONYMOUS = "anonymous"
 """The principal of every caller while authorization is off."""
 
 BOOTSTRAP_PRINCIPAL = "catalog-admin"
 """The principal whose token the catalog's creator holds: owns everything."""
+
+Grants = dict[Securable, dict[str, set[Privilege]]]
 
 
 def _hash(secret: str) -> str:
@@ -67,36 +75,48 @@ class Authorizer:
     """The catalog's root URI, where :data:`PRINCIPALS_FILE` is kept."""
     storage_options: dict[str, Any] | None = None
     token_hashes: dict[str, str] = field(default_factory=dict)
-    grants: dict[str, dict[str, set[Privilege]]] = field(default_factory=dict)
-    """``{table name: {principal: privileges}}``."""
+    grants: Grants = field(default_factory=dict)
+    """``{securable: {principal: privileges}}``."""
 
     @classmethod
     def load(
         cls, *, enabled: bool, root: str | None, storage_options: dict[str, Any] | None = None
     ) -> Authorizer:
-        """The registry saved under ``root`` (empty when there is none yet)."""
+        """The registry saved under ``root`` (empty when there is none yet).
+
+        The file keeps table and catalog-wide grants under ``grants`` by table
+        name (as before securables had types) and the others under
+        ``securable_grants`` by type and name."""
         auth = cls(enabled=enabled, root=root, storage_options=storage_options)
         saved = read_document(auth._store(), PRINCIPALS_FILE)
         if saved is not None:
             auth.token_hashes = dict(saved.get("principals", {}))
-            auth.grants = {
-                table: {who: {Privilege(p) for p in privs} for who, privs in holders.items()}
-                for table, holders in saved.get("grants", {}).items()
-            }
+            for table, holders in saved.get("grants", {}).items():
+                auth._load_holders(Securable.table(table), holders)
+            for kind, by_name in saved.get("securable_grants", {}).items():
+                for name, holders in by_name.items():
+                    auth._load_holders(Securable(SecurableType(kind), name), holders)
         return auth
+
+    def _load_holders(self, securable: Securable, holders: dict[str, list[str]]) -> None:
+        self.grants[securable] = {
+            who: {Privilege(p) for p in privs} for who, privs in holders.items()
+        }
 
     def _store(self) -> LogStore | None:
         """The root's files (names relative to the root itself)."""
         return root_store(self.root, self.storage_options)
 
     def _save(self) -> None:
-        body = {
-            "principals": self.token_hashes,
-            "grants": {
-                table: {who: sorted(p.value for p in privs) for who, privs in holders.items()}
-                for table, holders in self.grants.items()
-            },
-        }
+        tables: dict[str, Any] = {}
+        others: dict[str, dict[str, Any]] = {}
+        for securable, holders in sorted(self.grants.items()):
+            saved = {who: sorted(p.value for p in privs) for who, privs in holders.items()}
+            if securable.type in (SecurableType.TABLE, SecurableType.METASTORE):
+                tables[securable.name] = saved
+            else:
+                others.setdefault(securable.type.value, {})[securable.name] = saved
+        body = {"principals": self.token_hashes, "grants": tables, "securable_grants": others}
         write_document(self._store(), PRINCIPALS_FILE, body)
 
     # --- principals -------------------------------------------------------------
@@ -138,34 +158,54 @@ class Authorizer:
 
     # --- privileges -------------------------------------------------------------
 
+    def privileges_on(self, principal: str, securable: Securable) -> frozenset[Privilege]:
+        """What ``principal`` holds on ``securable`` (inherited grants and OWN included)."""
+        if not self.enabled:
+            return APPLICABLE[securable.type]
+        mine = {s: holders[principal] for s, holders in self.grants.items() if principal in holders}
+        return held_on(securable, mine)
+
     def privileges(self, principal: str, table: str) -> frozenset[Privilege]:
         """What ``principal`` holds on ``table`` (with catalog-wide grants and OWN)."""
-        if not self.enabled:
-            return frozenset(Privilege)
-        held = set(self.grants.get(table, {}).get(principal, set()))
-        held |= self.grants.get(ALL_TABLES, {}).get(principal, set())
-        return effective_privileges(held)
+        return self.privileges_on(principal, Securable.table(table))
 
-    def require(self, principal: str, table: str, needed: Iterable[Privilege]) -> None:
+    def require_on(self, principal: str, securable: Securable, needed: Iterable[Privilege]) -> None:
         """Raise :class:`PermissionDeniedError` naming what ``principal`` lacks."""
-        missing = missing_privileges(self.privileges(principal, table), needed)
+        missing = missing_privileges(self.privileges_on(principal, securable), needed)
         if missing:
             names = ", ".join(p.value.upper() for p in missing)
             raise PermissionDeniedError(
-                f"principal {principal!r} lacks {names} on table {table!r}",
+                f"principal {principal!r} lacks {names} on {securable.describe()}",
                 principal=principal,
-                table=table,
+                table=securable.name,
                 missing=tuple(p.value for p in missing),
             )
 
-    def grant(self, principal: str, table: str, privileges: Iterable[Privilege]) -> None:
+    def require(self, principal: str, table: str, needed: Iterable[Privilege]) -> None:
+        """Raise :class:`PermissionDeniedError` naming what ``principal`` lacks on ``table``."""
+        self.require_on(principal, Securable.table(table), needed)
+
+    def is_admin(self, principal: str) -> bool:
+        """Whether ``principal`` owns the metastore (everything)."""
+        return Privilege.OWN in self.privileges_on(principal, Securable.metastore())
+
+    def grant_on(
+        self, principal: str, securable: Securable, privileges: Iterable[Privilege]
+    ) -> None:
         if not self.has_principal(principal):
             raise ValueError(f"no principal {principal!r}")
-        self.grants.setdefault(table, {}).setdefault(principal, set()).update(privileges)
+        wanted = set(privileges)
+        check_applicable(securable, wanted)
+        self.grants.setdefault(securable, {}).setdefault(principal, set()).update(wanted)
         self._save()
 
-    def revoke(self, principal: str, table: str, privileges: Iterable[Privilege]) -> None:
-        holders = self.grants.get(table, {})
+    def grant(self, principal: str, table: str, privileges: Iterable[Privilege]) -> None:
+        self.grant_on(principal, Securable.table(table), privileges)
+
+    def revoke_on(
+        self, principal: str, securable: Securable, privileges: Iterable[Privilege]
+    ) -> None:
+        holders = self.grants.get(securable, {})
         held = holders.get(principal)
         if held is None:
             return
@@ -174,12 +214,23 @@ class Authorizer:
             del holders[principal]
         self._save()
 
+    def revoke(self, principal: str, table: str, privileges: Iterable[Privilege]) -> None:
+        self.revoke_on(principal, Securable.table(table), privileges)
+
     def grant_owner(self, principal: str, table: str) -> None:
         """``principal`` created ``table``: it owns it (nothing to do when off)."""
+        self.grant_owner_of(principal, Securable.table(table))
+
+    def grant_owner_of(self, principal: str, securable: Securable) -> None:
+        """``principal`` created ``securable``: it owns it (nothing to do when off)."""
         if self.enabled and principal != ANONYMOUS:
-            self.grant(principal, table, [Privilege.OWN])
+            self.grant_on(principal, securable, [Privilege.OWN])
 
     def forget_table(self, table: str) -> None:
         """Drop every grant on ``table`` (it was dropped)."""
-        if self.grants.pop(table, None) is not None:
+        self.forget(Securable.table(table))
+
+    def forget(self, securable: Securable) -> None:
+        """Drop every grant on ``securable`` (it was deleted)."""
+        if self.grants.pop(securable, None) is not None:
             self._save()

@@ -11,9 +11,12 @@ Invariants:
   saved under the catalog's root) before a table is created in them.
 - Privileges are the catalog's own (:mod:`raydelta.actors.catalog.auth`):
   creating or deleting a catalog or schema needs OWN on every table (the
-  bootstrap principal); creating a table needs an authenticated principal,
-  who then owns it; reading a table's details READ, its data credentials
-  READ or WRITE, dropping it OWN. A Unity Catalog commit is judged by the
+  bootstrap principal); creating a table (or a staging table) needs
+  ``USE_CATALOG``, ``USE_SCHEMA`` and ``CREATE_TABLE``, and its location
+  must pass :mod:`raydelta.actors.catalog.locations` (no overlap; outside
+  managed storage an external location granting ``CREATE_EXTERNAL_TABLE``);
+  the creator then owns it. Reading a table's details needs READ, its data
+  credentials READ or WRITE, dropping it OWN. A Unity Catalog commit is judged by the
   content of its staged file (:func:`~raydelta.protocol.privileges.required_privileges`):
   a data-only commit needs WRITE, one that changes metadata, protocol or a
   system domain ALTER, and a refused commit leaves the table unchanged.
@@ -38,11 +41,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raydelta.actors.catalog.auth import ALL_TABLES
-from raydelta.actors.catalog.unity_commits import (
-    UnityCommitMethods,
-    normalize_location,
-    same_location,
-)
+from raydelta.actors.catalog.locations import CatalogLocationMethods
+from raydelta.actors.catalog.unity_commits import UnityCommitMethods, same_location
 from raydelta.protocol.actions import Metadata, Protocol, parse_actions
 from raydelta.protocol.catalog_managed import (
     RatifiedCommit,
@@ -116,7 +116,7 @@ def split_name(full_name: str, parts: int) -> list[str]:
     return names
 
 
-class UnityCatalogMethods(UnityCommitMethods):
+class UnityCatalogMethods(UnityCommitMethods, CatalogLocationMethods):
     """Mixed into ``CatalogActor`` (module docstring). Relies on the actor's
     ``_lock``, ``_store``, ``_auth``, ``_settings``, ``_ratifier``,
     ``_publisher`` and its table methods."""
@@ -307,6 +307,7 @@ class UnityCatalogMethods(UnityCommitMethods):
             principal = self._who(token)
             catalog, schema, name = split_name(full_name, 3)
             self._schema(f"{catalog}.{schema}")
+            self._require_creation(principal, full_name)
             if self._store.lookup(full_name) is not None:
                 raise TableAlreadyExistsError(f"table {full_name!r} already exists")
             table_id = str(uuid.uuid4())
@@ -346,11 +347,13 @@ class UnityCatalogMethods(UnityCommitMethods):
             principal = self._who(token)
             catalog, schema, _ = split_name(full_name, 3)
             self._schema(f"{catalog}.{schema}")
+            self._require_creation(principal, full_name)
             if self._store.lookup(full_name) is not None:
                 raise TableAlreadyExistsError(f"table {full_name!r} already exists")
             if table_type == "EXTERNAL":
                 if not location:
                     raise InvalidArgumentError("an external table needs a storage_location")
+                self._check_table_location(principal, location, managed=False)
                 entry = self._store.register_table(
                     full_name, location=location, table_id=str(uuid.uuid4()), catalog_managed=False
                 )
@@ -399,6 +402,8 @@ class UnityCatalogMethods(UnityCommitMethods):
                             f"{staging['full_name']!r}, not {full_name!r}"
                         )
                     staged_id, location = table_id, staging["location"]
+        if location is not None:
+            self._check_table_location(principal, location, managed=True, skip_id=staged_id)
         store = (
             None if location is None else log_store_for(location, self._settings.storage_options)
         )
@@ -566,36 +571,6 @@ class UnityCatalogMethods(UnityCommitMethods):
             self._auth.require(principal, entry.name, needed)
             return entry
 
-    def uc_path_access(self, token: str | None, url: str, operation: str) -> str | None:
-        """Check access to the storage path ``url`` for ``operation`` (``"read"``,
-        ``"write"`` or ``"create"``): READ or WRITE on the table holding it; a
-        staging table's location is its creator's; outside every table, reading
-        and writing are the catalog owner's, and creating a table is anyone's
-        (inside an existing table it is refused). Returns the table's name, or None."""
-        if operation not in ("read", "write", "create"):
-            raise InvalidArgumentError(f"unknown path operation {operation!r}")
-        with self._lock:
-            principal = self._who(token)
-            for entry in self._store.list_tables():
-                if operation == "create" and _within(entry.location, url):
-                    raise InvalidArgumentError(f"{url} holds table {entry.name!r}")
-                if _within(url, entry.location):
-                    if operation == "create":
-                        raise InvalidArgumentError(
-                            f"{url} is inside table {entry.name!r} at {entry.location}"
-                        )
-                    needed = Privilege.READ if operation == "read" else Privilege.WRITE
-                    self._auth.require(principal, entry.name, [needed])
-                    return str(entry.name)
-            for staging in self._ns.staging.values():
-                if _within(url, staging["location"]):
-                    if principal != staging["created_by"]:
-                        self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
-                    return str(staging["full_name"])
-            if operation != "create":
-                self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
-            return None
-
 
 def ensure_staged_commits_dir(location: str, storage_options: dict[str, Any] | None) -> None:
     """Create ``_delta_log/_staged_commits`` of a local table: delta-storage's Unity
@@ -605,12 +580,6 @@ def ensure_staged_commits_dir(location: str, storage_options: dict[str, Any] | N
     store = log_store_for(location, storage_options)
     if store.on_local_disk:
         store.fs.makedirs(store.path_of(STAGED_COMMITS_DIR), exist_ok=True)
-
-
-def _within(url: str, location: str) -> bool:
-    """Whether the path ``url`` is ``location`` or inside it."""
-    a, b = normalize_location(url), normalize_location(location)
-    return a == b or a.startswith(b + "/")
 
 
 def _namespace_info(

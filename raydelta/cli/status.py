@@ -1,4 +1,5 @@
-"""``raydelta status [--address A] [--json]``: the tables whose actors are running.
+"""``raydelta status [--address A] [--json]``: the tables whose actors are running,
+and the catalogs' tables whose locations overlap.
 
 Registered by :mod:`raydelta.cli` (an extension module). Attaches to the
 Ray cluster at ``--address`` (default ``auto``: the cluster this machine
@@ -7,6 +8,15 @@ namespace and asks each for :meth:`~raydelta.actors.table.actor.TableActor.statu
 (answered from memory, outside the actor's commit lock). One line per
 table: version, queue depth, commits/s over the last minute, conflicts,
 restarts, node; ``--json`` prints the documents as one JSON list.
+
+Every running ``Catalog`` actor is asked for its
+:meth:`~raydelta.actors.catalog.locations.CatalogLocationMethods.location_report`:
+tables registered under older rules whose locations overlap another one's
+(no credentials are vended for them until an admin drops one). They follow
+the table rows as a second table (catalog, table, location, relation, the
+other); in ``--json`` they are entries of the same list with a ``catalog``
+key (``table``, ``location``, ``relation``, ``overlaps``,
+``other_location``), so every entry keeps its ``table`` key.
 
 Invariants: read-only (it never starts an actor: a table whose actor does
 not answer within :data:`STATUS_TIMEOUT_S` is listed with its error), and it
@@ -31,6 +41,7 @@ CONNECT_TIMEOUT_S = 5.0
 """How long the GCS port of ``--address host:port`` may take to accept."""
 
 TABLE_PREFIX = "table:"
+CATALOG_PREFIX = "catalog:"
 
 
 def table_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
@@ -62,6 +73,43 @@ def table_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any
             ray.cancel(ref)
             statuses.append({"table": table, "error": f"{type(exc).__name__}: {exc}"})
     return statuses
+
+
+def catalog_overlaps(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
+    """The location report of every running ``Catalog`` actor (module docstring),
+    each entry with its ``catalog``; a catalog that does not answer gives
+    ``{"catalog": ..., "table": "-", "error": ...}``."""
+    import ray
+
+    from raydelta.actors.cluster import NAMESPACE
+
+    names = sorted(
+        entry["name"]
+        for entry in ray.util.list_named_actors(all_namespaces=True)
+        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(CATALOG_PREFIX)
+    )
+    found: list[dict[str, Any]] = []
+    for name in names:
+        catalog = name[len(CATALOG_PREFIX) :]
+        try:
+            ref: Any = ray.get_actor(name, namespace=NAMESPACE).location_report.remote()
+            report = ray.get(ref, timeout=timeout_s)
+        except ValueError:  # stopped since it was listed
+            continue
+        except Exception as exc:  # a dead or hung catalog: say so, go on
+            found.append(
+                {"catalog": catalog, "table": "-", "error": f"{type(exc).__name__}: {exc}"}
+            )
+            continue
+        found.extend({"catalog": catalog, **entry} for entry in report)
+    return found
+
+
+def _overlap_row(entry: dict[str, Any]) -> list[str]:
+    if "error" in entry:
+        return [entry["catalog"], "-", "-", "-", entry["error"][:60]]
+    other = f"{entry['overlaps']} ({entry['other_location']})"
+    return [entry["catalog"], entry["table"], entry["location"], entry["relation"], other]
 
 
 def _row(status: dict[str, Any]) -> list[str]:
@@ -113,18 +161,27 @@ def _status(args: argparse.Namespace) -> int:
         return 2
     try:
         statuses = table_statuses()
+        overlaps = catalog_overlaps()
     finally:
         ray.shutdown()
     if args.json:
-        sys.stdout.write(json.dumps(statuses, indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(statuses + overlaps, indent=2, sort_keys=True) + "\n")
         return 0
     if not statuses:
         sys.stdout.write("no table actors are running\n")
-        return 0
-    _print_rows(
-        ["table", "version", "queue", "commits/s", "conflicts", "restarts", "node"],
-        [_row(status) for status in statuses],
-    )
+    else:
+        _print_rows(
+            ["table", "version", "queue", "commits/s", "conflicts", "restarts", "node"],
+            [_row(status) for status in statuses],
+        )
+    if overlaps:
+        sys.stdout.write(
+            "\ntables whose locations overlap (no credentials until an admin drops one):\n"
+        )
+        _print_rows(
+            ["catalog", "table", "location", "relation", "overlaps"],
+            [_overlap_row(entry) for entry in overlaps],
+        )
     return 0
 
 

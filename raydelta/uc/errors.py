@@ -6,7 +6,9 @@ Invariants:
   nothing else (no HTML, no stack trace) reaches the client.
 - raydelta's typed errors map onto Unity Catalog's codes by meaning
   (:func:`error_for`): a missing or forged token is ``UNAUTHENTICATED``
-  (401), a missing privilege ``PERMISSION_DENIED`` (403), a version taken by
+  (401), a missing privilege ``PERMISSION_DENIED`` (403), credentials the
+  catalog cannot vend (no role configured, tables overlapping)
+  ``FAILED_PRECONDITION`` (400), a version taken by
   another commit ``COMMIT_VERSION_CONFLICT`` (409, which delta-storage's
   client turns into a retryable conflict), a publishing backlog
   ``RESOURCE_EXHAUSTED`` (429), anything unexpected ``INTERNAL`` (500).
@@ -16,13 +18,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from raydelta.actors.catalog.locations import (
+    ExternalLocationAlreadyExistsError,
+    ExternalLocationNotFoundError,
+)
 from raydelta.actors.catalog.unity import NamespaceAlreadyExistsError, NamespaceNotFoundError
 from raydelta.actors.catalog.unity_commits import (
     CommitVersionConflictError,
     UpdateRequirementConflictError,
 )
 from raydelta.protocol.errors import (
+    CredentialsUnavailableError,
     DeltaConcurrentModificationException,
+    OverlappingTablesError,
     PermissionDeniedError,
     PublishBacklogError,
     RatificationError,
@@ -42,6 +50,7 @@ HTTP_STATUS: dict[str, int] = {
     "CATALOG_ALREADY_EXISTS": 400,
     "SCHEMA_ALREADY_EXISTS": 400,
     "TABLE_ALREADY_EXISTS": 400,
+    "ALREADY_EXISTS": 409,
     "PERMISSION_DENIED": 403,
     "UNAUTHENTICATED": 401,
     "RESOURCE_EXHAUSTED": 429,
@@ -63,6 +72,7 @@ DELTA_ERROR_TYPES: dict[str, tuple[str, int]] = {
     "CATALOG_ALREADY_EXISTS": ("AlreadyExistsException", 409),
     "SCHEMA_ALREADY_EXISTS": ("AlreadyExistsException", 409),
     "TABLE_ALREADY_EXISTS": ("AlreadyExistsException", 409),
+    "ALREADY_EXISTS": ("AlreadyExistsException", 409),
     "PERMISSION_DENIED": ("PermissionDeniedException", 403),
     "UNAUTHENTICATED": ("NotAuthorizedException", 401),
     "RESOURCE_EXHAUSTED": ("ResourceExhaustedException", 429),
@@ -105,6 +115,12 @@ def error_for(error: BaseException) -> UCError:
         code = "UNAUTHENTICATED"
     elif isinstance(error, PermissionDeniedError):
         code = "PERMISSION_DENIED"
+    elif isinstance(error, ExternalLocationNotFoundError):
+        code = "NOT_FOUND"
+    elif isinstance(error, ExternalLocationAlreadyExistsError):
+        code = "ALREADY_EXISTS"
+    elif isinstance(error, (OverlappingTablesError, CredentialsUnavailableError)):
+        code = "FAILED_PRECONDITION"  # nothing the request can fix: the catalog's setup
     elif isinstance(error, NamespaceNotFoundError):
         code = "CATALOG_NOT_FOUND" if error.kind == "catalog" else "SCHEMA_NOT_FOUND"
     elif isinstance(error, NamespaceAlreadyExistsError):

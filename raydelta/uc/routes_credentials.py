@@ -1,64 +1,35 @@
 """Unity Catalog's temporary credentials: ``POST /temporary-table-credentials``
 and ``POST /temporary-path-credentials``.
 
-The catalog vends what it holds itself: for ``s3://``/``s3a://`` locations
-the access key, secret and session token of the catalog's own storage
-options (or the environment); for local paths no cloud credential at all,
-only the normalized URL and an expiration. Each call checks the privilege
-its operation needs first: ``READ`` → READ, ``READ_WRITE`` → WRITE on the
-table; ``PATH_READ``/``PATH_READ_WRITE`` likewise on the table holding the
-path (outside every table: the catalog's owner only), ``PATH_CREATE_TABLE``
-a path that overlaps no table (anyone authenticated).
+Each is one catalog actor call (:mod:`raydelta.actors.catalog.locations`),
+which checks the privilege the operation needs and then vends: for
+``s3://``/``s3a://`` locations short-lived STS credentials scoped to the
+table's (or the path's) prefix, read-only for ``READ``/``PATH_READ``, with
+the expiration STS states; for local paths no cloud credential, only the
+URL and an expiration. The catalog's own keys are never handed out. Table
+operations: ``READ`` → READ, ``READ_WRITE`` → WRITE on the table; path
+operations: ``PATH_READ``/``PATH_READ_WRITE`` → the table's privileges
+inside a table, ``READ_FILES``/``WRITE_FILES`` inside an external location;
+``PATH_CREATE_TABLE`` → ``CREATE_EXTERNAL_TABLE`` on the external location,
+at a path that overlaps no table.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Any
 
 from aiohttp import web
 
-from raydelta.protocol.privileges import Privilege
-from raydelta.storage.storage_options import fsspec_options, is_s3_uri
 from raydelta.uc.errors import UCError
 from raydelta.uc.routes_namespaces import required
 from raydelta.uc.routes_tables import _location_url, normalize_location
-from raydelta.uc.server import API_PREFIX, CATALOG_KEY, body_of, call, respond
+from raydelta.uc.server import API_PREFIX, body_of, call, respond
 
-LIFETIME_MS = 3_600_000
-"""How long a vended credential is said to last."""
-
-TABLE_OPERATIONS = {"READ": [Privilege.READ], "READ_WRITE": [Privilege.WRITE]}
+TABLE_OPERATIONS = {"READ": "READ", "READ_WRITE": "READ_WRITE"}
 PATH_OPERATIONS = {"PATH_READ": "read", "PATH_READ_WRITE": "write", "PATH_CREATE_TABLE": "create"}
 
 
-def credentials_for(location: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """Unity Catalog's ``TemporaryCredentials`` for ``location``."""
-    answer: dict[str, Any] = {
-        "expiration_time": int(time.time() * 1000) + LIFETIME_MS,
-        "url": _location_url(location),
-    }
-    if is_s3_uri(location):
-        options = fsspec_options(location, storage_options)
-        key = options.get("key") or os.environ.get("AWS_ACCESS_KEY_ID")
-        secret = options.get("secret") or os.environ.get("AWS_SECRET_ACCESS_KEY")
-        token = options.get("token") or os.environ.get("AWS_SESSION_TOKEN")
-        if not key or not secret:
-            raise UCError(
-                "FAILED_PRECONDITION",
-                f"the catalog holds no S3 credentials to vend for {location} "
-                "(give the catalog storage_options with a key and secret)",
-            )
-        answer["aws_temp_credentials"] = {
-            "access_key_id": key,
-            "secret_access_key": secret,
-            "session_token": token or "",
-        }
-    return answer
-
-
-def _operation(body: dict[str, Any], known: dict[str, Any]) -> Any:
+def _operation(body: dict[str, Any], known: dict[str, str]) -> str:
     operation = str(required(body, "operation")).upper()
     if operation not in known:
         raise UCError(
@@ -67,22 +38,27 @@ def _operation(body: dict[str, Any], known: dict[str, Any]) -> Any:
     return known[operation]
 
 
+def temporary_credentials(vended: dict[str, Any]) -> dict[str, Any]:
+    """Unity Catalog's ``TemporaryCredentials`` of what the actor vended."""
+    answer = dict(vended)
+    answer["url"] = _location_url(answer["url"])
+    return answer
+
+
 async def table_credentials(request: web.Request) -> web.Response:
     body = await body_of(request)
-    needed = _operation(body, TABLE_OPERATIONS)
-    entry = await call(request, "uc_table_by_id", str(required(body, "table_id")), needed)
-    options = request.app[CATALOG_KEY].storage_options
-    return respond(credentials_for(entry.location, options))
+    operation = _operation(body, TABLE_OPERATIONS)
+    table_id = str(required(body, "table_id"))
+    vended = await call(request, "uc_table_credentials", table_id, operation)
+    return respond(temporary_credentials(vended))
 
 
 async def path_credentials(request: web.Request) -> web.Response:
     body = await body_of(request)
     operation = _operation(body, PATH_OPERATIONS)
     url = normalize_location(required(body, "url"))
-    assert url is not None
-    await call(request, "uc_path_access", url, operation)
-    options = request.app[CATALOG_KEY].storage_options
-    return respond(credentials_for(url, options))
+    vended = await call(request, "uc_path_credentials", url, operation)
+    return respond(temporary_credentials(vended))
 
 
 def add_routes(routes: web.RouteTableDef) -> None:
@@ -90,4 +66,4 @@ def add_routes(routes: web.RouteTableDef) -> None:
     routes.post(f"{API_PREFIX}/temporary-path-credentials")(path_credentials)
 
 
-__all__ = ["add_routes", "credentials_for"]
+__all__ = ["add_routes", "temporary_credentials"]

@@ -32,7 +32,6 @@ from typing import Any
 from aiohttp import web
 
 from raydelta.actors.table.client import new_table_actions
-from raydelta.protocol.privileges import Privilege
 from raydelta.protocol.schema import parse_schema
 from raydelta.protocol.table_features import (
     CATALOG_MANAGED,
@@ -41,9 +40,8 @@ from raydelta.protocol.table_features import (
 )
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from raydelta.uc.errors import UCError
-from raydelta.uc.routes_credentials import credentials_for
 from raydelta.uc.routes_tables import _location_url, normalize_location
-from raydelta.uc.server import API_PREFIX, CATALOG_KEY, body_of, call, respond
+from raydelta.uc.server import API_PREFIX, body_of, call, respond
 
 DELTA_PREFIX = f"{API_PREFIX}/delta/v1"
 TABLES = "/catalogs/{catalog}/schemas/{schema}/tables"
@@ -131,13 +129,13 @@ async def create_staging_table(request: web.Request) -> web.Response:
         raise UCError("INVALID_ARGUMENT", "name is required")
     staged = await call(request, "uc_create_staging_table", _full_name(request, str(name)))
     location = str(staged["staging_location"])
-    options = request.app[CATALOG_KEY].storage_options
+    vended = await call(request, "uc_table_credentials", staged["id"], "READ_WRITE")
     return respond(
         {
             "table-id": staged["id"],
             "table-type": "MANAGED",
             "location": _location_url(location),
-            "storage-credentials": _storage_credentials(location, "READ_WRITE", options),
+            "storage-credentials": _storage_credentials(vended, "READ_WRITE"),
             "required-protocol": {
                 "min-reader-version": 3,
                 "min-writer-version": 7,
@@ -268,10 +266,8 @@ def _operation(request: web.Request, key: str = "operation") -> str:
     return operation
 
 
-def _storage_credentials(
-    location: str, operation: str, options: dict[str, Any] | None
-) -> list[dict[str, Any]]:
-    vended = credentials_for(location, options)
+def _storage_credentials(vended: dict[str, Any], operation: str) -> list[dict[str, Any]]:
+    """The Delta API's ``storage-credentials`` of what the actor vended."""
     config: dict[str, str] = {}
     aws = vended.get("aws_temp_credentials")
     if aws:
@@ -282,7 +278,7 @@ def _storage_credentials(
         }
     return [
         {
-            "prefix": vended["url"],
+            "prefix": _location_url(vended["url"]),
             "operation": operation,
             "config": config,
             "expiration-time-ms": vended["expiration_time"],
@@ -292,18 +288,14 @@ def _storage_credentials(
 
 async def table_credentials(request: web.Request) -> web.Response:
     operation = _operation(request)
-    needed = [Privilege.READ] if operation == "READ" else [Privilege.WRITE]
-    described = await call(request, "uc_get_table", _full_name(request), needed)
-    options = request.app[CATALOG_KEY].storage_options
-    location = described["storage_location"]
-    return respond({"storage-credentials": _storage_credentials(location, operation, options)})
+    vended = await call(request, "uc_table_credentials_by_name", _full_name(request), operation)
+    return respond({"storage-credentials": _storage_credentials(vended, operation)})
 
 
 async def staging_credentials(request: web.Request) -> web.Response:
-    entry = await call(request, "uc_table_by_id", request.match_info["table_id"], [Privilege.WRITE])
-    options = request.app[CATALOG_KEY].storage_options
-    credentials = _storage_credentials(entry.location, "READ_WRITE", options)
-    return respond({"storage-credentials": credentials})
+    table_id = request.match_info["table_id"]
+    vended = await call(request, "uc_table_credentials", table_id, "READ_WRITE")
+    return respond({"storage-credentials": _storage_credentials(vended, "READ_WRITE")})
 
 
 async def path_credentials(request: web.Request) -> web.Response:
@@ -311,9 +303,9 @@ async def path_credentials(request: web.Request) -> web.Response:
     url = normalize_location(request.query.get("location"))
     if url is None:
         raise UCError("INVALID_ARGUMENT", "location is required")
-    await call(request, "uc_path_access", url, "read" if operation == "READ" else "write")
-    options = request.app[CATALOG_KEY].storage_options
-    return respond({"storage-credentials": _storage_credentials(url, operation, options)})
+    path_operation = "read" if operation == "READ" else "write"
+    vended = await call(request, "uc_path_credentials", url, path_operation)
+    return respond({"storage-credentials": _storage_credentials(vended, operation)})
 
 
 def add_routes(routes: web.RouteTableDef) -> None:

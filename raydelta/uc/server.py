@@ -152,6 +152,7 @@ def create_app(catalog: Catalog) -> web.Application:
         routes_commits,
         routes_credentials,
         routes_delta,
+        routes_external_locations,
         routes_namespaces,
         routes_tables,
     )
@@ -159,7 +160,14 @@ def create_app(catalog: Catalog) -> web.Application:
     app = web.Application(middlewares=[uc_errors])
     app[CATALOG_KEY] = catalog
     routes = web.RouteTableDef()
-    modules = (routes_namespaces, routes_tables, routes_credentials, routes_commits, routes_delta)
+    modules = (
+        routes_namespaces,
+        routes_tables,
+        routes_credentials,
+        routes_commits,
+        routes_delta,
+        routes_external_locations,
+    )
     for module in modules:
         module.add_routes(routes)
     app.router.add_routes(routes)

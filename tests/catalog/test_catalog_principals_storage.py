@@ -16,17 +16,25 @@ import pytest
 import raydelta
 from raydelta.actors.catalog.auth import PRINCIPALS_FILE, Authorizer
 from raydelta.protocol.privileges import Privilege
+from raydelta.protocol.securables import Securable
 
 
 def _round_trip(root: str, storage_options: dict[str, Any] | None = None) -> None:
     first = Authorizer.load(enabled=True, root=root, storage_options=storage_options)
     token = first.issue_token("ana")
     first.grant("ana", "t", [Privilege.READ, Privilege.WRITE])
+    schema, landing = Securable.schema("main.s"), Securable.external_location("landing")
+    first.grant_on("ana", schema, [Privilege.USE_SCHEMA, Privilege.CREATE_TABLE])
+    first.grant_on("ana", landing, [Privilege.READ_FILES])
 
     again = Authorizer.load(enabled=True, root=root, storage_options=storage_options)
     assert again.authenticate(token) == "ana"
     assert again.privileges("ana", "t") >= {Privilege.READ, Privilege.WRITE}
     again.require("ana", "t", [Privilege.WRITE])
+    again.require_on("ana", schema, [Privilege.USE_SCHEMA, Privilege.CREATE_TABLE])
+    again.require_on("ana", landing, [Privilege.READ_FILES])
+    with pytest.raises(raydelta.PermissionDeniedError, match="WRITE_FILES on external location"):
+        again.require_on("ana", landing, [Privilege.WRITE_FILES])
     with pytest.raises(raydelta.PermissionDeniedError):
         again.require("ana", "t", [Privilege.ALTER])
     with pytest.raises(raydelta.UnauthenticatedError):

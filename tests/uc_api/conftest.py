@@ -40,6 +40,9 @@ from raydelta.uc.server import UCServer, serve
 from tests.actor_teardown import kill_actors_under
 from tests.catalog.conftest import kill_actor
 
+VENDING_ROLE = "arn:aws:iam::123456789012:role/raydelta-vending"
+"""The role test catalogs on S3 vend credentials from (moto's STS assumes any ARN)."""
+
 
 @dataclass
 class UCServerFixture:

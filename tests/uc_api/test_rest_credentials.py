@@ -2,9 +2,11 @@
 ``/temporary-path-credentials``; the Delta API's ``.../credentials``).
 
 Local paths get no cloud credential, only the normalized URL and an
-expiration; S3 locations (moto's server on loopback) get the access key,
-secret and session token the catalog holds, and those credentials really
-read the table. Each call checks the privilege its operation needs.
+expiration; S3 locations (moto's server on loopback) get temporary STS
+credentials of the catalog's vending role (never the catalog's own keys),
+and those credentials really read the table. Each call checks the privilege
+its operation needs. (What the credentials are scoped to:
+``tests/s3/test_vended_credentials.py``.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from unitycatalog.client.exceptions import ApiException
 import raydelta
 from raydelta.protocol.privileges import Privilege
 from tests.uc_api.conftest import (
+    VENDING_ROLE,
     UCServerFixture,
     create_uc_table,
     sdk_client,
@@ -40,6 +43,12 @@ def test_local_table_and_path_credentials(uc_server: UCServerFixture) -> None:
     table = create_uc_table(uc_server)
     reader = uc_server.token_for("reader", [Privilege.READ], table="main.default.events")
     location = table["storage_location"]
+    # creating a table at a path needs an external location granting CREATE_EXTERNAL_TABLE
+    landing = uc_server.root.parent / "landing"
+    uc_server.catalog.create_external_location("landing", str(landing))
+    uc_server.catalog.grant(
+        "reader", "landing", ["CREATE_EXTERNAL_TABLE"], securable_type="external_location"
+    )
 
     async def scenario() -> None:
         async with sdk_client(uc_server, reader) as client:
@@ -80,7 +89,7 @@ def test_local_table_and_path_credentials(uc_server: UCServerFixture) -> None:
             assert denied.value.status == 403
             fresh = await api.generate_temporary_path_credentials(
                 GenerateTemporaryPathCredential(
-                    url=str(uc_server.root / "new-table"),
+                    url=str(landing / "new-table"),
                     operation=PathOperation.PATH_CREATE_TABLE,
                 )
             )
@@ -120,7 +129,11 @@ def test_local_table_and_path_credentials(uc_server: UCServerFixture) -> None:
 
 @pytest.mark.slow
 def test_s3_credentials_read_the_table(ray_cluster: Any, s3_server: Any, tmp_path: Path) -> None:
-    server = start_uc_server(tmp_path / "warehouse", storage_options=s3_server.storage_options)
+    server = start_uc_server(
+        tmp_path / "warehouse",
+        storage_options=s3_server.storage_options,
+        credential_role_arn=VENDING_ROLE,
+    )
     try:
         uri = s3_server.new_table_uri("sales")
         data = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
@@ -157,7 +170,9 @@ def test_s3_credentials_read_the_table(ray_cluster: Any, s3_server: Any, tmp_pat
         )
         assert status == 200, vended
         aws = vended["aws_temp_credentials"]
-        assert aws["access_key_id"] == s3_server.storage_options["key"]
+        # STS credentials of the vending role, never the catalog's own keys
+        assert aws["access_key_id"] != s3_server.storage_options["key"]
+        assert aws["session_token"]
         # the vended credentials (plus the endpoint the client knows) read the table
         from deltalake import DeltaTable
 
@@ -165,6 +180,7 @@ def test_s3_credentials_read_the_table(ray_cluster: Any, s3_server: Any, tmp_pat
             "AWS_ENDPOINT_URL": s3_server.endpoint,
             "AWS_ACCESS_KEY_ID": aws["access_key_id"],
             "AWS_SECRET_ACCESS_KEY": aws["secret_access_key"],
+            "AWS_SESSION_TOKEN": aws["session_token"],
             "AWS_REGION": s3_server.aws_options["AWS_REGION"],
             "AWS_ALLOW_HTTP": "true",
         }
@@ -176,7 +192,12 @@ def test_s3_credentials_read_the_table(ray_cluster: Any, s3_server: Any, tmp_pat
             {"url": uri + "/_delta_log", "operation": "PATH_READ"},
             token=reader,
         )
-        assert status == 200 and path["aws_temp_credentials"] == aws
+        assert status == 200, path
+        issued = path["aws_temp_credentials"]  # a credential of its own for the path
+        assert issued["access_key_id"] not in (
+            aws["access_key_id"],
+            s3_server.storage_options["key"],
+        )
         status, delta = server.request(
             "GET",
             "/delta/v1/catalogs/main/schemas/default/tables/sales/credentials?operation=READ",
@@ -184,7 +205,8 @@ def test_s3_credentials_read_the_table(ray_cluster: Any, s3_server: Any, tmp_pat
         )
         assert status == 200, delta
         (credential,) = delta["storage-credentials"]
-        assert credential["config"]["s3.access-key-id"] == aws["access_key_id"]
+        assert credential["config"]["s3.access-key-id"] != s3_server.storage_options["key"]
+        assert credential["config"]["s3.session-token"]
         assert credential["prefix"] == uri
     finally:
         stop_uc_server(server, tmp_path)
