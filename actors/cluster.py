@@ -4,7 +4,8 @@ Invariants:
 - Every raydelta actor is named and detached in the one namespace
   :data:`NAMESPACE`, so any process attached to the cluster (a notebook, a
   Ray job, a Spark driver) finds the same actor for the same table.
-- A table has one spelling (:func:`normalize_uri`): actor names are built
+- A table has one spelling (:func:`normalize_uri`, the rule of
+  :func:`raydelta.protocol.locations.table_uri`): actor names are built
   from it, so two spellings of one table never start two actors.
 - :func:`ensure_ray` starts a local cluster only when this process is not
   attached to one; :func:`connect` attaches explicitly.
@@ -13,21 +14,13 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
+from raydelta.storage.table_location import normalize_uri as normalize_uri
+
 NAMESPACE = "raydelta"
 """The Ray namespace of every raydelta actor."""
-
-
-def normalize_uri(uri: str) -> str:
-    """One spelling per table: local paths become absolute ``file://`` URIs."""
-    if "://" not in uri:
-        return "file://" + os.path.abspath(os.path.expanduser(uri))
-    if uri.startswith("file://"):
-        return "file://" + os.path.abspath(uri[len("file://") :])
-    return uri.rstrip("/")
 
 
 def table_actor_name(table_uri: str) -> str:

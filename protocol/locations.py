@@ -1,4 +1,20 @@
-"""Storage locations as the catalog compares them: which one holds which.
+"""Storage locations: the one spelling of a table's location, and which
+location holds which.
+
+**Spelling** (:func:`table_uri`, the key raydelta files a table under:
+actor names, the catalog's registry, log stores, snapshots). Local tables
+are ``file:///abs/path``, whichever way they were given (a plain path, ``~``,
+a relative path, Hadoop's ``file:/p``, ``file:///p``, ``file://localhost/p``),
+with ``.``, ``..``, doubled and trailing slashes resolved and nothing
+percent-decoded (a local file name may hold ``%``). Every other store's URI
+is kept as given without trailing slashes: object-store keys are literal.
+The other spellings are views of that one: :func:`hadoop_location`
+(``file:/p``, what delta-spark and Unity Catalog write) and :func:`file_url`
+(``file:///p``, what Spark and Hadoop read). The working directory and the
+home directory are passed in (this module reads nothing):
+:func:`raydelta.storage.table_location.normalize_uri` supplies them.
+
+**Comparison** (the rest of the module): which location holds which.
 
 A catalog hands out storage by location (a table's, an external location's,
 the managed root), so it must know when two spellings name one place and
@@ -32,6 +48,7 @@ Invariants (the one comparison every caller uses; pure, no I/O):
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -144,6 +161,42 @@ def parse_location(uri: str, *, case_insensitive: bool = False) -> StorageLocati
     return StorageLocation(scheme, authority, _segments(path, case_insensitive=case_insensitive))
 
 
+def table_uri(uri: str, *, cwd: str, home: str) -> str:
+    """The one spelling of the table at ``uri`` (module docstring, "Spelling");
+    ``cwd`` and ``home`` are absolute directories. Idempotent."""
+    if "://" not in uri and not uri.startswith("file:"):
+        if uri == "~" or uri.startswith("~/"):
+            uri = home + uri[1:]
+        return "file://" + posixpath.normpath(posixpath.join(cwd, uri))
+    if uri.startswith("file:"):
+        path = uri[len("file:") :]
+        if path.startswith("//"):
+            path = path[2:]
+            if path == "localhost" or path.startswith("localhost/"):
+                path = path[len("localhost") :] or "/"
+        return "file://" + posixpath.normpath(posixpath.join(cwd, path))
+    return uri.rstrip("/")
+
+
+def hadoop_location(uri: str) -> str:
+    """``uri`` as delta-spark and Unity Catalog spell locations: without a
+    trailing slash, a local one as ``file:/path``."""
+    uri = uri.rstrip("/")
+    if uri.startswith("file:///"):
+        return "file:" + uri[len("file://") :]
+    if uri.startswith("/"):
+        return "file:" + uri
+    return uri
+
+
+def file_url(uri: str) -> str:
+    """``uri`` as Spark and Hadoop read a local location: ``file:///path``
+    (``file:/path`` rewritten); any other spelling as it is."""
+    if uri.startswith("file:/") and not uri.startswith("file:///"):
+        return "file://" + uri[len("file:") :]
+    return uri
+
+
 def overlapping_pairs(
     locations: Mapping[str, StorageLocation],
 ) -> list[tuple[str, str]]:
@@ -191,7 +244,10 @@ __all__ = [
     "POLICY_WILDCARDS",
     "SCHEME_ALIASES",
     "StorageLocation",
+    "file_url",
+    "hadoop_location",
     "object_store_spelling_problem",
     "overlapping_pairs",
     "parse_location",
+    "table_uri",
 ]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from raydelta.actors.checkpoint.results import CheckpointSummary
     from raydelta.actors.cluster import connect
     from raydelta.catalog import Catalog, CatalogTable
+    from raydelta.history import History
     from raydelta.protocol.catalog_managed import RatifiedCommit
     from raydelta.protocol.durations import parse_duration
     from raydelta.protocol.privileges import Privilege
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from raydelta.storage.cleanup.vacuum import VacuumReport
     from raydelta.storage.history import HistoryEntry
     from raydelta.storage.snapshot import Snapshot
-    from raydelta.table import History, Table, Transaction, create_table, open_table, release_table
+    from raydelta.table import Table, Transaction, create_table, open_table, release_table
 
 _LAZY = {
     "CheckpointSummary": "raydelta.actors.checkpoint.results",
@@ -60,7 +61,7 @@ _LAZY = {
     "MetadataCleanupReport": "raydelta.storage.cleanup.metadata",
     "Snapshot": "raydelta.storage.snapshot",
     "VacuumReport": "raydelta.storage.cleanup.vacuum",
-    "History": "raydelta.table",
+    "History": "raydelta.history",
     "Table": "raydelta.table",
     "Transaction": "raydelta.table",
     "check_version": "raydelta.table",
@@ -118,9 +119,9 @@ def load_snapshot(
     """
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("pass version or timestamp, not both")
-    from raydelta.actors.cluster import normalize_uri
+    from raydelta.arguments import check_version
     from raydelta.storage.snapshot import load_snapshot as _load_snapshot
-    from raydelta.table import check_version
+    from raydelta.storage.table_location import normalize_uri
 
     check_version(version)
     return _load_snapshot(

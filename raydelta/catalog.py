@@ -42,6 +42,9 @@ from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog
 from raydelta.actors.catalog.client import CatalogTableClient, CommitMode
 from raydelta.actors.cluster import get_unwrapped, normalize_uri, start_actor
 from raydelta.actors.table.client import new_table_actions
+from raydelta.arguments import check_bool as _check_bool
+from raydelta.arguments import check_choice as _check_choice
+from raydelta.history import History
 from raydelta.protocol.catalog_managed import RatifiedCommits
 from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import CatalogManagedTableError, InvalidArgumentError
@@ -55,7 +58,7 @@ from raydelta.storage.catalog.ratified_store import (
     TableEntry,
 )
 from raydelta.storage.history import load_history
-from raydelta.table import CheckpointKind, History, Table, _check_bool, _check_choice
+from raydelta.table import CheckpointKind, Table
 
 if TYPE_CHECKING:
     from raydelta.actors.checkpoint.results import CheckpointSummary

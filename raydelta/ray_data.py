@@ -57,6 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raydelta.actors.table.transaction import Transaction
+from raydelta.arguments import check_version
 from raydelta.protocol.actions import AddFile
 from raydelta.protocol.errors import (
     InvalidArgumentError,
@@ -68,7 +69,6 @@ from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.schema import StructType, contains_type
 from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.storage.scan import Filter, scan, select_files
-from raydelta.table import check_version
 
 if TYPE_CHECKING:
     import ray.data

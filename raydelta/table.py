@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import pyarrow as pa
@@ -34,6 +34,10 @@ import pyarrow as pa
 from raydelta.actors.table.client import TableClient, commit_create
 from raydelta.actors.table.client import release_table as release_table
 from raydelta.actors.table.transaction import Transaction
+from raydelta.arguments import check_bool as _check_bool
+from raydelta.arguments import check_choice as _check_choice
+from raydelta.arguments import check_version as check_version
+from raydelta.history import History
 from raydelta.protocol.errors import (
     InvalidArgumentError,
     TableAlreadyExistsError,
@@ -45,7 +49,7 @@ from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.predicates import Predicate
 from raydelta.protocol.schema import physical_name
 from raydelta.protocol.table_configuration import TableConfiguration
-from raydelta.storage.history import HistoryEntry, load_history
+from raydelta.storage.history import load_history
 from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
 
 if TYPE_CHECKING:
@@ -60,27 +64,10 @@ if TYPE_CHECKING:
     from raydelta.storage.data.writer import WriteResult
     from raydelta.storage.snapshot import Snapshot
 
+
 SchemaMode = Literal["merge", "overwrite"]
 CheckpointKind = Literal["auto", "v2", "classic"]
 _SCHEMA_MODES = (None, "merge", "overwrite")
-
-
-def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
-    if value not in choices:
-        raise InvalidArgumentError(f"{name} must be one of {list(choices)}, got {value!r}")
-
-
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
-
-
-def check_version(version: Any) -> None:
-    """Refuse a version that is not None or a non-negative int."""
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or version < 0
-    ):
-        raise InvalidArgumentError(f"version must be a non-negative int, got {version!r}")
 
 
 def create_table(
@@ -621,80 +608,6 @@ def _delete_written(
     fs, root = split_uri(table_uri, storage_options)
     for add in result.adds:
         fs.rm(data_file_path(fs, root, add.path))
-
-
-class History:
-    """A table's history: one row per retained commit, newest first.
-
-    An Arrow table (:meth:`to_arrow`, or ``pa.table(history)`` through the
-    Arrow C stream interface) with columns ``version``, ``timestamp``
-    (UTC), ``operation``, ``operationParameters`` and ``commitInfo`` (JSON
-    text); iterating yields :class:`~raydelta.storage.history.HistoryEntry`.
-    """
-
-    def __init__(self, entries: Sequence[HistoryEntry]) -> None:
-        self.entries = tuple(entries)
-
-    def to_arrow(self) -> pa.Table:
-        import json
-
-        return pa.table(
-            {
-                "version": pa.array([e.version for e in self.entries], pa.int64()),
-                "timestamp": pa.array(
-                    [e.timestamp for e in self.entries], pa.timestamp("ms", tz="UTC")
-                ),
-                "operation": pa.array([e.operation for e in self.entries], pa.string()),
-                "operationParameters": pa.array(
-                    [
-                        json.dumps((e.commit_info or {}).get("operationParameters"))
-                        if e.commit_info and "operationParameters" in e.commit_info
-                        else None
-                        for e in self.entries
-                    ],
-                    pa.string(),
-                ),
-                "commitInfo": pa.array(
-                    [json.dumps(e.commit_info) if e.commit_info else None for e in self.entries],
-                    pa.string(),
-                ),
-            }
-        )
-
-    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        return self.to_arrow().__arrow_c_stream__(requested_schema)
-
-    def to_pandas(self) -> Any:
-        return self.to_arrow().to_pandas()
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __iter__(self) -> Any:
-        return iter(self.entries)
-
-    def __getitem__(self, index: int) -> HistoryEntry:
-        return self.entries[index]
-
-    def __repr__(self) -> str:
-        if not self.entries:
-            return "History(no commits)"
-        newest, oldest = self.entries[0], self.entries[-1]
-        return (
-            f"History({len(self.entries)} commits, v{oldest.version}..v{newest.version},"
-            f" latest {newest.operation})"
-        )
-
-    def _repr_html_(self) -> str:
-        rows = "".join(
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>".format(
-                e.version,
-                datetime.fromtimestamp(e.timestamp / 1000, tz=UTC).isoformat(timespec="seconds"),
-                html.escape(e.operation or ""),
-            )
-            for e in self.entries
-        )
-        return f"<table><tr><th>version</th><th>timestamp</th><th>operation</th></tr>{rows}</table>"
 
 
 __all__ = ["History", "Table", "Transaction", "create_table", "open_table", "release_table"]

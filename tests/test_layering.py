@@ -319,6 +319,7 @@ UNIT_IMPORTS: dict[str, dict[str, set[str]]] = {
     "storage": {
         "__init__": set(),
         "storage_options": set(),
+        "table_location": set(),
         "log": {"storage_options"},
         "data": {"log", "storage_options"},
         "catalog": {"log", "storage_options"},

@@ -53,6 +53,7 @@ from raydelta.protocol.file_names import (
     parse_log_file_name,
     staged_commit_name,
 )
+from raydelta.protocol.locations import hadoop_location
 from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.storage.catalog.ratified_store import TableEntry
 from raydelta.storage.log.store import mtime_ms
@@ -80,13 +81,9 @@ def same_location(a: str, b: str) -> bool:
 
 
 def normalize_location(uri: str) -> str:
-    """``uri`` without a trailing slash, local paths as ``file:/path``."""
-    uri = uri.rstrip("/")
-    if uri.startswith("file:///"):
-        return "file:" + uri[len("file://") :]
-    if uri.startswith("/"):
-        return "file:" + uri
-    return uri
+    """``uri`` without a trailing slash, local paths as ``file:/path``
+    (:func:`raydelta.protocol.locations.hadoop_location`)."""
+    return hadoop_location(uri)
 
 
 class UnityCommitMethods:

@@ -20,8 +20,10 @@ from typing import Any
 from aiohttp import web
 
 from raydelta.actors.table.client import new_table_actions
+from raydelta.protocol.locations import file_url
 from raydelta.protocol.schema import parse_schema
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.storage.table_location import normalize_uri
 from raydelta.uc.columns import columns_from_schema, schema_from_columns
 from raydelta.uc.errors import UCError
 from raydelta.uc.routes_namespaces import page, required
@@ -59,14 +61,10 @@ def table_info(described: dict[str, Any]) -> dict[str, Any]:
 
 def _location_url(location: str | None) -> str | None:
     """Local locations as ``file:///path`` (what Spark and Hadoop expect)."""
-    if location and location.startswith("file:/") and not location.startswith("file:///"):
-        return "file://" + location[len("file:") :]
-    return location
+    return file_url(location) if location else location
 
 
 def normalize_location(location: Any) -> str | None:
-    from raydelta.actors.cluster import normalize_uri
-
     if location is None or location == "":
         return None
     if not isinstance(location, str):

@@ -6,15 +6,18 @@ import itertools
 from urllib.parse import quote
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from raydelta.protocol.errors import InvalidArgumentError
 from raydelta.protocol.locations import (
     StorageLocation,
+    file_url,
+    hadoop_location,
     object_store_spelling_problem,
     overlapping_pairs,
     parse_location,
+    table_uri,
 )
 
 SEGMENT = st.text(
@@ -176,3 +179,57 @@ def test_overlapping_pairs_matches_every_pair(places: list[tuple[str, str, list[
 def test_contains_is_transitive(bucket: str, a: list[str], b: list[str], c: list[str]) -> None:
     x, y, z = (loc(uri_of("s3", bucket, p)) for p in (a, a + b, a + b + c))
     assert x.contains(y) and y.contains(z) and x.contains(z)
+
+
+# --- the one spelling of a table location (table_uri and its views) -------------------
+
+CWD, HOME = "/work/dir", "/home/me"
+
+
+@pytest.mark.parametrize(
+    ("given", "spelled"),
+    [
+        ("/data/t", "file:///data/t"),
+        ("/data/t/", "file:///data/t"),
+        ("/data//t/./x/..", "file:///data/t"),
+        ("rel/t", "file:///work/dir/rel/t"),
+        ("../t", "file:///work/t"),
+        ("~/t", "file:///home/me/t"),
+        ("file:///data/t/", "file:///data/t"),
+        ("file:/data/t", "file:///data/t"),  # Hadoop's spelling (delta-spark, Unity Catalog)
+        ("file://localhost/data/t", "file:///data/t"),
+        ("/data/100%25/t", "file:///data/100%25/t"),  # local names are never percent-decoded
+        ("s3://bucket/t/", "s3://bucket/t"),
+        ("s3a://bucket/a/../t", "s3a://bucket/a/../t"),  # object-store keys are literal
+        ("memory://t/", "memory://t"),
+    ],
+)
+def test_a_table_has_one_spelling(given: str, spelled: str) -> None:
+    assert table_uri(given, cwd=CWD, home=HOME) == spelled
+
+
+_SEGMENT = st.text(alphabet="ab%._-", min_size=1, max_size=4)
+
+
+@given(
+    st.lists(_SEGMENT, min_size=1, max_size=5),
+    st.sampled_from(["", "/", "file:", "file://", "file://localhost", "s3://b/", "memory://"]),
+    st.booleans(),
+)
+def test_the_spelling_is_idempotent_and_its_views_agree(
+    segments: list[str], prefix: str, trailing: bool
+) -> None:
+    path = "/".join(segments) + ("/" if trailing else "")
+    if prefix.startswith("file://"):
+        path = "/" + path
+    uri = table_uri(prefix + path, cwd=CWD, home=HOME)
+    assert table_uri(uri, cwd=CWD, home=HOME) == uri
+    assert not uri.endswith("/") or uri.endswith(":///")
+    assume(not uri.endswith(":///"))  # a store's root is no table's location
+    if uri.startswith("file:"):
+        assert uri.startswith("file:///")
+        assert hadoop_location(uri) == "file:" + uri[len("file://") :]
+        assert file_url(hadoop_location(uri)) == uri
+        assert table_uri(hadoop_location(uri), cwd=CWD, home=HOME) == uri
+    else:
+        assert hadoop_location(uri) == uri == file_url(uri)
