@@ -417,14 +417,13 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
         """Read the table's head from storage (the ``TableActor`` starts meanwhile:
         nothing waits for it until the commit); a missing table gets the
         protocol and metadata of its version 0, committed with the data."""
-        from raydelta.actors.table.client import new_table_actions
+        from raydelta.actors.table.client import TableClient, new_table_actions
         from raydelta.protocol.errors import TableNotFoundError
         from raydelta.protocol.schema_arrow import from_arrow
         from raydelta.storage.data.writer import check_writable
         from raydelta.storage.snapshot import load_snapshot, load_table_head
-        from raydelta.table import Table
 
-        table = Table.open(self.uri, storage_options=self.storage_options)
+        table = TableClient.open(self.uri, storage_options=self.storage_options)
         try:
             head: Any = load_table_head(self.uri, storage_options=self.storage_options)
         except TableNotFoundError:
