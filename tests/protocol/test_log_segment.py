@@ -30,7 +30,12 @@ from raydelta.protocol.file_names import (
     uuid_checkpoint_name,
 )
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
-from raydelta.protocol.log_segment import LogSegment, build_log_segment, latest_commit_version
+from raydelta.protocol.log_segment import (
+    LogSegment,
+    build_log_segment,
+    complete_checkpoint_at,
+    latest_commit_version,
+)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 U1 = "016ae953-37a9-438e-8683-9a9a4a79a395"
@@ -659,3 +664,21 @@ def test_golden_corrupted_last_checkpoint_kernel() -> None:
     assert seg.version == 11
     assert seg.checkpoint_version == 10
     assert versions_of(seg) == [11]
+
+
+def test_complete_checkpoint_at_one_version() -> None:
+    listing = [
+        *commits(0, 1, 2, 3),
+        lf(classic_checkpoint_name(1), size=0),  # empty: no checkpoint
+        lf(multipart_checkpoint_name(2, 1, 2)),  # one part of two
+        lf(classic_checkpoint_name(3)),
+        lf(multipart_checkpoint_name(3, 1, 1)),
+    ]
+    assert complete_checkpoint_at(listing, 0) is None
+    assert complete_checkpoint_at(listing, 1) is None
+    assert complete_checkpoint_at(listing, 2) is None
+    found = complete_checkpoint_at(listing, 3)
+    assert found is not None and found.kind is LogFileKind.CHECKPOINT_MULTIPART
+    uuid_named = lf(uuid_checkpoint_name(2, U1, "json"))
+    found = complete_checkpoint_at([*listing, uuid_named], 2)
+    assert found is not None and names(found.files) == [uuid_named.name]
