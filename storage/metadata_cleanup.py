@@ -33,11 +33,11 @@ killed at any instant):
   it (:meth:`~raydelta.storage.log_store.LogStore.delete`, as delta-spark's
   own cleanup deletes through Hadoop), and a run also removes the checksum
   files of log files that are gone (left by earlier tools;
-  ``orphanCrcsDeleted`` counts them). Only checksum files of log file names
-  are touched, never those of hidden temporary files (a Hadoop writer
-  between its two renames) nor ``_last_checkpoint``'s (whose writers replace
-  it by delete-then-rename); removing one can at worst leave a file
-  unverified, never unreadable.
+  ``orphanCrcsDeleted`` counts them). Only checksum files of recognised log
+  file names are touched, never those of hidden temporary files (a Hadoop
+  writer between its two renames), of unrecognised names, nor
+  ``_last_checkpoint``'s (whose writers replace it by delete-then-rename);
+  removing one can at worst leave a file unverified, never unreadable.
 """
 
 from __future__ import annotations
@@ -332,6 +332,7 @@ def cleanup_metadata(
 
 
 _CRC_DIRS = ("", SIDECAR_DIR, STAGED_COMMITS_DIR)
+_NOT_SWEPT = (LogFileKind.LAST_CHECKPOINT, LogFileKind.UNKNOWN)
 
 
 def _orphan_crcs(store: LogStore) -> list[str]:
@@ -343,7 +344,7 @@ def _orphan_crcs(store: LogStore) -> list[str]:
         for crc in store.list_hadoop_crcs(subdir):  # none on object stores: no listing below
             target = hadoop_crc_target(crc)
             parsed = None if target is None else parse_log_file_name(target)
-            if parsed is not None and parsed.kind is not LogFileKind.LAST_CHECKPOINT:
+            if parsed is not None and parsed.kind not in _NOT_SWEPT:
                 targets.append(parsed.name)
     if not targets:
         return []

@@ -297,12 +297,13 @@ def execute_vacuum(
     *,
     after_delete: AfterDelete | None = None,
     progress: Progress | None = None,
-) -> tuple[list[str], int, list[str]]:
-    """Delete the planned files in batches on threads, then the emptied directories.
+) -> tuple[list[str], int, list[str], int]:
+    """Delete the planned files in batches on threads (each with its Hadoop
+    checksum file), then the orphaned checksum files, then the emptied directories.
 
     ``after_delete`` and ``progress`` run in this thread, in the plan's order,
-    once each file's batch is done. Returns ``(deleted, bytes, dirs_removed)``;
-    files found missing are not counted.
+    once each file's batch is done. Returns ``(deleted, bytes, dirs_removed,
+    orphan_crcs_deleted)``; files found missing are not counted.
     """
     paths = plan.files.column("path").to_pylist()
     sizes = plan.files.column("size").to_pylist()
@@ -341,8 +342,9 @@ def execute_vacuum(
                 if progress is not None:
                     progress("deleting files", index + 1, len(paths))
     removed = []
+    orphans = 0
     if guard is not None:
-        plan.orphan_crcs[:] = [c for c in plan.orphan_crcs if _delete_orphan_crc(store, guard, c)]
+        orphans = sum(_delete_orphan_crc(store, guard, crc) for crc in plan.orphan_crcs)
     if local:
         for directory in plan.dirs:
             try:
@@ -350,7 +352,7 @@ def execute_vacuum(
             except OSError:
                 continue  # not empty any more (a writer), or gone
             removed.append(directory)
-    return deleted, total, removed
+    return deleted, total, removed, orphans
 
 
 def _delete_orphan_crc(store: LogStore, guard: LocalGuard, relative: str) -> bool:
@@ -432,15 +434,11 @@ def vacuum(
         )
     if on_start is not None:
         on_start(plan)
-    deleted, total, removed = execute_vacuum(
+    deleted, total, removed, orphans = execute_vacuum(
         store, plan, after_delete=after_delete, progress=progress
     )
     report = VacuumReport(
-        **common,
-        files=deleted,
-        bytes=total,
-        dirs=removed,
-        orphanCrcsDeleted=len(plan.orphan_crcs),
+        **common, files=deleted, bytes=total, dirs=removed, orphanCrcsDeleted=orphans
     )
     if on_end is not None:
         on_end(report)
