@@ -345,6 +345,8 @@ class CommitPublished(_Event):
     has_protocol_change: bool = False
     txn_id: str | None = None
     published: bool = True
+    engine_info: str | None = None
+    """The commit's ``commitInfo.engineInfo`` (which engine wrote it)."""
 
     @classmethod
     def from_actions(
@@ -368,4 +370,10 @@ class CommitPublished(_Event):
             has_protocol_change=any(isinstance(a, Protocol) for a in actions),
             txn_id=info.txn_id if info else None,
             published=published,
+            engine_info=_engine_info(info),
         )
+
+
+def _engine_info(info: CommitInfo | None) -> str | None:
+    value = None if info is None else (info.model_extra or {}).get("engineInfo")
+    return value if isinstance(value, str) else None

@@ -21,6 +21,13 @@ Invariants:
   knowingly, as delta-kernel-rs does).
 - Multi-part indices satisfy ``1 <= part <= num_parts``; compaction ranges
   satisfy ``start <= end``. Names breaking either are UNKNOWN.
+- Hadoop checksum files (``.<name>.crc``, which Hadoop's local file system
+  writes beside every file it writes, delta-spark's log and data files
+  included) are never log files: :func:`parse_log_file_name` returns
+  ``None`` for them. :func:`hadoop_crc_name` and :func:`hadoop_crc_target`
+  map a file to its checksum file and back. They are not Delta's version
+  checksum files ``<v>.crc`` (:func:`checksum_name`), which get a Hadoop
+  checksum file of their own when delta-spark writes them (``.<v>.crc.crc``).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ DELTA_LOG_DIR = "_delta_log"
 SIDECAR_DIR = "_sidecars"
 STAGED_COMMITS_DIR = "_staged_commits"
 LAST_CHECKPOINT_NAME = "_last_checkpoint"
+HADOOP_CRC_SUFFIX = ".crc"
 
 VERSION_DIGITS = 20
 PART_DIGITS = 10
@@ -178,6 +186,35 @@ def sidecar_name(uuid: str) -> str:
     the part after the slash.
     """
     return f"{SIDECAR_DIR}/{_check_uuid(uuid)}.parquet"
+
+
+def hadoop_crc_name(name: str) -> str:
+    """The checksum file Hadoop's local file system keeps beside ``name``:
+    ``.<base>.crc`` in the same directory (``_sidecars/a.parquet`` ->
+    ``_sidecars/.a.parquet.crc``; ``00000000000000000003.crc`` ->
+    ``.00000000000000000003.crc.crc``).
+
+    It is Hadoop's ``ChecksumFileSystem`` layout: the magic ``crc\\0``, the
+    bytes per checksum (big-endian int32, 512 by default), then one
+    big-endian CRC32 per chunk of the file. Hadoop verifies it on every read
+    and reads a file without one unverified.
+    """
+    directory, slash, base = name.rpartition("/")
+    if not base:
+        raise ValueError(f"not a file name: {name!r}")
+    return f"{directory}{slash}.{base}{HADOOP_CRC_SUFFIX}"
+
+
+def hadoop_crc_target(name: str) -> str | None:
+    """The file whose Hadoop checksum file ``name`` is (``None`` when ``name``
+    is not one: Hadoop's rule is a name starting with ``.`` and ending in ``.crc``)."""
+    directory, slash, base = name.rpartition("/")
+    if not (base.startswith(".") and base.endswith(HADOOP_CRC_SUFFIX)):
+        return None
+    target = base[1 : -len(HADOOP_CRC_SUFFIX)]
+    if target in ("", ".", ".."):
+        return None
+    return f"{directory}{slash}{target}"
 
 
 # --- parser --------------------------------------------------------------------

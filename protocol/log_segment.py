@@ -186,6 +186,14 @@ def check_checkpoint_spec(
         )
 
 
+def complete_checkpoint_at(listing: Iterable[LogFile], version: int) -> CheckpointRef | None:
+    """The complete checkpoint of exactly ``version`` in ``listing`` (by the
+    preference and completeness rules above: empty files and multi-part
+    checkpoints missing a part do not count), or ``None``."""
+    files = [f for f in listing if f.kind.is_checkpoint and f.version == version and not f.is_empty]
+    return _complete_checkpoints(files, None).get(version)
+
+
 def build_log_segment(
     listing: Iterable[LogFile],
     *,

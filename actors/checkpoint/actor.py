@@ -52,7 +52,15 @@ Invariants:
 - Checkpoints run one at a time per actor; commit events are handled one at
   a time in commit order (those arriving during a checkpoint wait for it), a
   policy checkpoint for every version that is a multiple of the interval
-  and newer than the last checkpoint.
+  and newer than the last checkpoint
+  (:func:`raydelta.protocol.checkpoint_policy.policy_skip_reason`).
+- On a table delta-spark also writes, the policy never competes with
+  delta-spark's own checkpoints: a version delta-spark committed is left to
+  it (it checkpoints its commits at the same interval), and a version that
+  already has a complete checkpoint in the log (anyone's) is skipped. A
+  classic checkpoint is never written over one already there (on demand
+  either: the summary's ``skipped`` says so), so a Hadoop checksum file
+  beside it always matches it (issue 31).
 - Progress: :meth:`CheckpointActor.progress` while running, a text progress
   line on stderr (the actor's log), Ray metrics
   ``raydelta_checkpoint_shards_done`` / ``raydelta_checkpoint_bytes_written``.
@@ -81,8 +89,10 @@ from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
     table_configuration,
 )
+from raydelta.protocol.checkpoint_policy import policy_skip_reason
 from raydelta.protocol.errors import RaydeltaError
 from raydelta.protocol.events import CommitPublished
+from raydelta.protocol.log_segment import complete_checkpoint_at
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_properties import COMPACTION_INTERVAL
 from raydelta.storage.checkpoint.sources import read_log_delta
@@ -253,9 +263,17 @@ class CheckpointActor:
         if compaction and (event.version + 1) % compaction == 0:
             self._compact(event.version - compaction + 1, event.version)
         if event.version <= 0 or event.version % config.checkpoint_interval:
-            return
-        last = self._last_checkpoint_version()
-        if last is not None and last >= event.version:
+            return  # the common case, decided before anything is read
+        reason = policy_skip_reason(
+            event.version,
+            interval=config.checkpoint_interval,
+            newest_checkpoint=self._last_checkpoint_version(),
+            engine_info=event.engine_info,
+        )
+        if reason is None and self._checkpointed(event.version):
+            reason = "a checkpoint of this version is already in the log"
+        if reason is not None:
+            logger.debug("no policy checkpoint of v%d: %s", event.version, reason)
             return
         with self._run_lock:
             try:
@@ -281,6 +299,18 @@ class CheckpointActor:
             store = log_store_for(self._uri, self._storage_options)
             self._config = table_configuration(read_log_delta(store, event.version).head)
         return self._config
+
+    def _checkpointed(self, version: int) -> bool:
+        """Whether the log holds a complete checkpoint of ``version`` (anyone's)
+        or ``_last_checkpoint`` names it or a newer one; remembered when so."""
+        store = log_store_for(self._uri, self._storage_options)
+        info = read_last_checkpoint(store)
+        found = (info is not None and info.version >= version) or (
+            complete_checkpoint_at(store.list_from(version), version) is not None
+        )
+        if found:
+            self._last_version = max(self._last_version or -1, version)
+        return found
 
     def _last_checkpoint_version(self) -> int | None:
         if self._last_version is None:

@@ -147,6 +147,8 @@ def print_summary(summary: dict[str, Any], *, as_json: bool) -> None:
         f"bytes       {summary['bytesWritten']} written ({summary['checkpointBytes']} in all)\n"
         f"seconds     {summary['seconds']:.3f}\n"
     )
+    if summary.get("skipped"):
+        sys.stdout.write(f"skipped     {summary['skipped']}\n")
 
 
 def command(args: argparse.Namespace, *, trigger: str = "job") -> int:

@@ -89,6 +89,11 @@ class CheckpointSummary(_Model):
     """Wall seconds of ``plan`` (reading the log), ``sidecars`` / ``classic``
     (the tasks), ``top_level`` (top-level file and ``_last_checkpoint``)."""
     tasks: list[TaskReport] = Field(default_factory=list)
+    skipped: str | None = None
+    """Why nothing was written, when nothing was: a classic checkpoint of the
+    version was already there (another writer's, such as delta-spark's, which
+    checkpoints the same versions); ``topLevel`` then names that file and
+    ``filesWritten`` is empty."""
 
 
 class Progress(_Model):

@@ -21,6 +21,11 @@ Invariants:
   and shard tasks; both build the same sidecars from the same jobs.
 - Progress and metrics are best effort: a failing callback or metrics
   exporter never fails the checkpoint.
+- A classic checkpoint is never written over one already there (another
+  engine's: delta-spark checkpoints the same versions, and on a local disk
+  its Hadoop checksum file would no longer match, issue 31): the run stops
+  with a summary whose ``skipped`` says so, and leaves ``_last_checkpoint``
+  to that file's writer. UUID-named V2 checkpoints never share a name.
 """
 
 from __future__ import annotations
@@ -88,7 +93,11 @@ from raydelta.storage.checkpoint.sources import (
     estimated_file_actions,
     read_log_delta,
 )
-from raydelta.storage.checkpoint.writer import write_last_checkpoint, write_v2_checkpoint
+from raydelta.storage.checkpoint.writer import (
+    classic_checkpoint_exists,
+    write_last_checkpoint,
+    write_v2_checkpoint,
+)
 from raydelta.storage.log.reader import sidecar_path
 from raydelta.storage.log.store import LogStore, log_store_for
 
@@ -206,11 +215,16 @@ class CheckpointRunner:
     def _run_v1(
         self, store: LogStore, delta: LogDelta, now_ms: int, trigger: Trigger, start: float
     ) -> CheckpointSummary:
+        name = classic_checkpoint_name(delta.version)
+        if classic_checkpoint_exists(store, delta.version):
+            return self._existing(delta, name, trigger, start)
         pieces = checkpoint_pieces(store, delta.previous) if delta.previous is not None else []
         planned = time.perf_counter()
         self._progress(Progress(version=delta.version, phase="classic"))
         ref = write_v1.remote(self.table_uri, self.storage_options, delta, pieces, now_ms)
-        info, report = ray.get(ref)
+        info, created, report = ray.get(ref)
+        if not created:  # another writer's classic checkpoint landed first
+            return self._existing(delta, name, trigger, start, tasks=[report])
         written_at = time.perf_counter()
         crash_point("before_last_checkpoint")
         write_last_checkpoint(store, info)
@@ -222,7 +236,6 @@ class CheckpointRunner:
         written = info.size_in_bytes or 0
         if self.metrics is not None:
             self.metrics.shard_done(self.table_uri, written)
-        name = classic_checkpoint_name(delta.version)
         summary = CheckpointSummary(
             tableUri=self.table_uri,
             version=delta.version,
@@ -250,6 +263,42 @@ class CheckpointRunner:
                 version=delta.version, phase="done", bytesWritten=written, seconds=summary.seconds
             )
         )
+        return summary
+
+    def _existing(
+        self,
+        delta: LogDelta,
+        name: str,
+        trigger: Trigger,
+        start: float,
+        *,
+        tasks: list[TaskReport] | None = None,
+    ) -> CheckpointSummary:
+        """The summary of a classic checkpoint found in place: nothing written,
+        ``_last_checkpoint`` left to the writer of that file."""
+        summary = CheckpointSummary(
+            tableUri=self.table_uri,
+            version=delta.version,
+            kind="classic",
+            topLevel=name,
+            trigger=trigger,
+            source="none",
+            filesWritten=[],
+            sidecarsWritten=0,
+            sidecarsReused=0,
+            numShards=0,
+            numAdds=0,
+            numActions=0,
+            bytesWritten=0,
+            checkpointBytes=0,
+            seconds=time.perf_counter() - start,
+            commitsSincePrevious=delta.num_commits,
+            previousVersion=None if delta.previous is None else delta.previous.version,
+            actorPeakRssMb=peak_rss_mb(),
+            tasks=tasks or [],
+            skipped=f"{name} is already there (a checkpoint of this version serves as it is)",
+        )
+        self._progress(Progress(version=delta.version, phase="done", seconds=summary.seconds))
         return summary
 
     # --- V2 -------------------------------------------------------------------------------

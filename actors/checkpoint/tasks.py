@@ -355,11 +355,13 @@ def write_v1(
     delta: LogDelta,
     pieces: list[SourcePiece],
     now_ms: int,
-) -> tuple[LastCheckpointInfo, TaskReport]:
+) -> tuple[LastCheckpointInfo, bool, TaskReport]:
+    """The classic V1 checkpoint, streamed: its info, whether it was written
+    (not when a classic checkpoint of the version was already there), a report."""
     start = time.perf_counter()
     store = log_store_for(table_uri, storage_options)
-    info = write_v1_streaming(store, delta, pieces, now_ms=now_ms)
-    return info, task_report("v1", start, info.size)
+    info, written = write_v1_streaming(store, delta, pieces, now_ms=now_ms)
+    return info, written, task_report("v1", start, info.size if written else 0)
 
 
 def cpu_nodes() -> list[str]:

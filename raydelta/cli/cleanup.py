@@ -128,6 +128,8 @@ def _cleanup(args: argparse.Namespace) -> int:
     )
     if report.classic_copy:
         sys.stdout.write(f"classic    {report.classic_copy}\n")
+    if report.orphan_crcs_deleted:
+        sys.stdout.write(f"{verb:<10} {report.orphan_crcs_deleted} orphaned .crc files\n")
     return 0
 
 
@@ -156,6 +158,8 @@ def _vacuum(args: argparse.Namespace) -> int:
     )
     for path in report.files:
         sys.stdout.write(f"  {path}\n")
+    if report.orphan_crcs_deleted:
+        sys.stdout.write(f"{verb:<10} {report.orphan_crcs_deleted} orphaned .crc files\n")
     for ignored in report.ignored:
         sys.stdout.write(f"ignored    {ignored.path}: {ignored.reason}\n")
     return 0

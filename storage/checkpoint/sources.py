@@ -72,10 +72,7 @@ from raydelta.protocol.checkpoint_plan import (
 from raydelta.protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows
 from raydelta.protocol.errors import VersionNotFoundError, VersionsNotContiguousError
 from raydelta.protocol.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, FileKey, table_keys
-from raydelta.protocol.file_names import (
-    LogFileKind,
-    classic_checkpoint_name,
-)
+from raydelta.protocol.file_names import LogFileKind
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.log_segment import (
     CheckpointRef,
@@ -92,7 +89,7 @@ from raydelta.storage.checkpoint.fingerprints import (
 )
 from raydelta.storage.checkpoint.incremental import TAG_OVERFLOW, AlignedSidecars, is_overflow
 from raydelta.storage.checkpoint.shards import drop_expired_tombstones, drop_keys
-from raydelta.storage.checkpoint.writer import parquet_write_options
+from raydelta.storage.checkpoint.writer import create_classic_checkpoint, parquet_write_options
 from raydelta.storage.compaction import replay_compactions_safely
 from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.reader import (
@@ -481,12 +478,15 @@ def write_v1_streaming(
     pieces: Sequence[SourcePiece],
     *,
     now_ms: int,
-) -> LastCheckpointInfo:
+) -> tuple[LastCheckpointInfo, bool]:
     """Write the classic ``<v>.checkpoint.parquet`` (V1 spec, one file) of ``delta``.
 
     The previous checkpoint's rows come from ``pieces``, read one at a time
     and written as row groups; the committed actions come last.
     ``_last_checkpoint`` is not written (the caller does, after this returns).
+    Returns the checkpoint's info and whether it was written: a classic
+    checkpoint of the version that is already there is left as it is
+    (:func:`raydelta.storage.checkpoint.writer.create_classic_checkpoint`).
     """
     config = table_configuration(delta.head)
     view = checkpoint_view(delta.head, config, now_ms=now_ms)
@@ -521,7 +521,8 @@ def write_v1_streaming(
             del adds, removes
         emit(delta.adds, drop_expired_tombstones(delta.removes, cutoff))
     data: bytes = sink.getvalue().to_pybytes()
-    store.write(classic_checkpoint_name(delta.version), data)
-    return LastCheckpointInfo(
+    written = create_classic_checkpoint(store, delta.version, data)
+    info = LastCheckpointInfo(
         version=delta.version, size=rows, sizeInBytes=len(data), numOfAddFiles=num_adds
     )
+    return info, written

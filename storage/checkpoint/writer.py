@@ -15,9 +15,17 @@ Invariants:
   unreferenced files (sidecars, an unnamed UUID checkpoint), never a
   reference to a missing one.
 - Unique names (UUID checkpoints, sidecars) are created with
-  ``put_if_absent``; classic names (``<v>.checkpoint.parquet``) with an
-  atomic overwrite: racing writers of one version write the same state, which
-  the spec allows ("the latest writer wins").
+  ``put_if_absent``. Classic names (``<v>.checkpoint.parquet``, V1 or V2
+  content) too, by :func:`create_classic_checkpoint`: a classic checkpoint
+  that already exists at that version is left as it is and nothing is
+  written (every checkpoint of a version holds the same state, so the one
+  there serves), except an empty file, which is no checkpoint and is
+  replaced. Never overwriting matters on local disks: delta-spark writes the
+  same names (it checkpoints every ``delta.checkpointInterval`` commits it
+  makes) through Hadoop, whose ``.<name>.crc`` checksum file would then
+  describe bytes that are gone and fail its next read (issue 31). When
+  delta-spark renames its checkpoint over ours instead, Hadoop renames its
+  checksum file with it, and the pair agrees.
 - Never multi-part. Never ``commitInfo`` or ``cdc``. Tombstones and ``txn``s
   expired at ``now_ms`` are dropped (:func:`raydelta.protocol.checkpoint_plan.checkpoint_view`).
 - V2 checkpoints are written only for tables that support ``v2Checkpoint``;
@@ -25,8 +33,11 @@ Invariants:
 - A catalog-managed table is checkpointed only at a published version
   (``_delta_log/<v>.json`` exists; CATALOG_MANAGED.md, "Maintenance
   Operations"), else :class:`CheckpointWriteError`.
-- ``_last_checkpoint`` is not moved backwards: if it already names a newer
-  version it is left alone. ``size`` counts every action of the checkpoint
+- ``_last_checkpoint`` is not moved backwards, nor rewritten for the version
+  it already names: if it names this version or a newer one it is left alone
+  (fewer rewrites of a file delta-spark also writes; see
+  :mod:`raydelta.storage.log.store` on how a rewrite keeps Hadoop's checksum
+  file in step). ``size`` counts every action of the checkpoint
   (sidecar rows included) and ``sizeInBytes`` every byte (sidecars included),
   as delta-spark does.
 """
@@ -60,7 +71,7 @@ from raydelta.protocol.checkpoint_plan import (
     table_configuration,
 )
 from raydelta.protocol.checkpoint_schema import CheckpointLayout, assemble_rows, non_file_rows
-from raydelta.protocol.errors import CheckpointWriteError
+from raydelta.protocol.errors import CheckpointWriteError, FileAlreadyExistsError
 from raydelta.protocol.file_actions import FileKey, column_as_json
 from raydelta.protocol.file_names import (
     LAST_CHECKPOINT_NAME,
@@ -142,12 +153,46 @@ def _modification_time(store: LogStore, name: str, fallback_ms: int | None) -> i
     return fallback_ms if fallback_ms is not None else 0
 
 
-def write_last_checkpoint(store: LogStore, info: LastCheckpointInfo) -> None:
-    """Overwrite ``_last_checkpoint`` unless it already names a newer checkpoint."""
+def write_last_checkpoint(store: LogStore, info: LastCheckpointInfo) -> bool:
+    """Overwrite ``_last_checkpoint`` unless it already names this version or a
+    newer one; whether it was written."""
     current = read_last_checkpoint(store)
-    if current is not None and current.version > info.version:
-        return
+    if current is not None and current.version >= info.version:
+        return False
     store.write(LAST_CHECKPOINT_NAME, serialize_last_checkpoint(info))
+    return True
+
+
+def classic_checkpoint_exists(store: LogStore, version: int) -> bool:
+    """Whether ``<version>.checkpoint.parquet`` is there and not empty."""
+    try:
+        return int(store.fs.size(store.path_of(classic_checkpoint_name(version))) or 0) > 0
+    except FileNotFoundError:
+        return False
+
+
+def create_classic_checkpoint(store: LogStore, version: int, data: bytes) -> bool:
+    """Create ``<version>.checkpoint.parquet`` holding ``data`` unless a
+    checkpoint of that name is already there; whether it was written.
+
+    An existing empty file is no checkpoint (a writer without atomic
+    visibility died mid-write): it is replaced. A Hadoop checksum file left
+    without its file is removed first, so Hadoop never verifies our bytes
+    against it.
+    """
+    name = classic_checkpoint_name(version)
+    store.delete_orphan_hadoop_crc(name)
+    try:
+        store.put_if_absent(name, data)
+    except FileAlreadyExistsError:
+        try:
+            size = int(store.fs.size(store.path_of(name)) or 0)
+        except FileNotFoundError:  # deleted meanwhile (metadata cleanup): it was old
+            size = -1
+        if size != 0:
+            return False
+        store.write(name, data)
+    return True
 
 
 def _file_action_blocks(
@@ -185,6 +230,10 @@ def ensure_published(store: LogStore, config: TableConfiguration, version: int) 
 def write_v1_checkpoint(store: LogStore, state: TableState, *, now_ms: int) -> LastCheckpointInfo:
     """Write the classic ``<v>.checkpoint.parquet`` of ``state``, then ``_last_checkpoint``.
 
+    When a classic checkpoint of that version is already there nothing is
+    written (:func:`create_classic_checkpoint`); the info returned is the
+    one this checkpoint would have had.
+
     >>> info = write_v1_checkpoint(store, snapshot.state, now_ms=now)   # doctest: +SKIP
     >>> info.version, info.num_of_add_files                              # doctest: +SKIP
     """
@@ -196,14 +245,14 @@ def write_v1_checkpoint(store: LogStore, state: TableState, *, now_ms: int) -> L
     blocks += _file_action_blocks(layout, view.adds, view.removes)
     table = assemble_rows(layout.schema(v2=False), blocks)
     data = _parquet_bytes(table)
-    store.write(classic_checkpoint_name(view.version), data)
     info = LastCheckpointInfo(
         version=view.version,
         size=table.num_rows,
         sizeInBytes=len(data),
         numOfAddFiles=view.adds.num_rows,
     )
-    write_last_checkpoint(store, info)
+    if create_classic_checkpoint(store, view.version, data):
+        write_last_checkpoint(store, info)
     return info
 
 
@@ -390,8 +439,10 @@ def write_v2_checkpoint(
     :func:`raydelta.protocol.checkpoint_plan.plan_v2_checkpoint` arranges. ``naming``
     ``"uuid"`` writes ``<v>.checkpoint.<uuid>.<fmt>``; ``"classic"`` writes
     ``<v>.checkpoint.parquet`` with V2 content (for older readers; parquet
-    only). Then ``_last_checkpoint`` (unless ``update_last_checkpoint`` is
-    false), with the ``v2Checkpoint`` summary inline when it is small.
+    only; left as it is when a classic checkpoint of that version exists,
+    see :func:`create_classic_checkpoint`). Then ``_last_checkpoint`` (unless
+    ``update_last_checkpoint`` is false or nothing was written), with the
+    ``v2Checkpoint`` summary inline when it is small.
     ``file_id`` is the UUID of a UUID-named file (a fresh one when None), so
     the caller knows the name it wrote.
     """
@@ -417,7 +468,8 @@ def write_v2_checkpoint(
         store.put_if_absent(name, data)
     else:
         name = classic_checkpoint_name(view.version)
-        store.write(name, data)
+        if not create_classic_checkpoint(store, view.version, data):
+            update_last_checkpoint = False  # the checkpoint there is another writer's
     if sidecars is None:
         total_rows, num_adds = rows, view.adds.num_rows
         total_bytes = len(data)

@@ -15,6 +15,14 @@ Invariants:
 - Every skipped entry that stays whatever VACUUM decides (hidden, symlink,
   protected, an unentered subdirectory) is counted in its directory's
   ``entries_kept``, so a directory is only removed when it really ends up empty.
+- Hadoop checksum files (``.<name>.crc``: delta-spark writes one beside
+  every data file through Hadoop's local file system) are never data: never
+  in ``files``, never in ``num_seen``. On local disks the ones whose file is
+  a listed (deletable) file or a non-hidden file that is gone are reported
+  in :attr:`DirectoryListing.crcs`, not counted as kept (their fate is
+  their file's, or an orphan's: see :mod:`raydelta.storage.cleanup.vacuum`); the
+  others (their file stays: hidden, protected, a symlink; or their file is
+  a hidden one, such as a writer's temporary file) are counted as kept.
 - Listing is pluggable (:data:`Lister`): the CleanupActor fans
   :func:`list_tree` out over Ray tasks, one batch of top-level prefixes each;
   the default, :func:`list_parallel`, lists the top-level directories on
@@ -35,6 +43,7 @@ import fsspec
 import pyarrow as pa
 
 from raydelta.protocol.cleanup_rules import is_hidden_name
+from raydelta.protocol.file_names import hadoop_crc_target
 from raydelta.storage.log.store import LogStore, mtime_ms
 
 LISTING_SCHEMA = pa.schema(
@@ -46,6 +55,17 @@ LISTING_SCHEMA = pa.schema(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class CrcFile:
+    """A Hadoop checksum file whose fate VACUUM decides: root-relative
+    ``path``, the listed file it belongs to (``target``; None when that file
+    is gone: an orphan), and its modification time (ms)."""
+
+    path: str
+    target: str | None
+    modification_time: int
+
+
 @dataclass
 class DirectoryListing:
     """Unprotected files under some prefixes, and the directories seen.
@@ -53,12 +73,15 @@ class DirectoryListing:
     ``dirs`` holds ``(path, modification_time_ms, entries_kept)`` where
     ``entries_kept`` counts entries the listing skipped that stay in the
     directory whatever VACUUM decides (hidden names, symlinks, protected files).
+    ``crcs`` are the Hadoop checksum files of listed files and of files that
+    are gone (module doc).
     """
 
     files: pa.Table = field(default_factory=LISTING_SCHEMA.empty_table)
     dirs: list[tuple[str, int, int]] = field(default_factory=list)
     num_seen: int = 0
     symlinks: list[str] = field(default_factory=list)
+    crcs: list[CrcFile] = field(default_factory=list)
 
     @staticmethod
     def merge(parts: Iterable[DirectoryListing]) -> DirectoryListing:
@@ -70,6 +93,7 @@ class DirectoryListing:
             dirs=[d for p in parts for d in p.dirs],
             num_seen=sum(p.num_seen for p in parts),
             symlinks=[s for p in parts for s in p.symlinks],
+            crcs=[c for p in parts for c in p.crcs],
         )
 
 
@@ -103,11 +127,16 @@ def _list_local(
         except (FileNotFoundError, NotADirectoryError):
             continue
         base = relative + "/" if relative else ""
+        candidates: set[str] = set()
+        crcs: list[os.DirEntry[str]] = []
         for entry in entries:
             name = entry.name
             if entry.is_file(follow_symlinks=False):
                 if name[0] in "_.":  # a hidden file
-                    kept += 1
+                    if name[0] == "." and hadoop_crc_target(name) is not None:
+                        crcs.append(entry)  # decided below, once every name is known
+                    else:
+                        kept += 1
                     continue
                 listing.num_seen += 1
                 path = base + name
@@ -118,6 +147,7 @@ def _list_local(
                 paths.append(path)
                 sizes.append(info.st_size)
                 mtimes.append(info.st_mtime_ns // 1_000_000)
+                candidates.add(name)
             elif entry.is_dir(follow_symlinks=False):
                 if is_hidden_name(name, partition_columns, is_dir=True):
                     kept += 1
@@ -130,6 +160,8 @@ def _list_local(
                 if entry.is_symlink():
                     listing.symlinks.append(base + name)
                 kept += 1
+        if crcs:
+            kept += _sort_crcs(crcs, base, candidates, {e.name for e in entries}, listing)
         if relative:
             mtime = os.stat(os.path.join(root, relative), follow_symlinks=False).st_mtime_ns
             listing.dirs.append((relative, mtime // 1_000_000, kept))
@@ -138,6 +170,33 @@ def _list_local(
         schema=LISTING_SCHEMA,
     )
     return listing, subdirs
+
+
+def _sort_crcs(
+    crcs: Sequence[os.DirEntry[str]],
+    base: str,
+    candidates: Collection[str],
+    names: Collection[str],
+    listing: DirectoryListing,
+) -> int:
+    """Record the checksum files of listed files and of files that are gone in
+    ``listing.crcs``; return how many others there are (their files stay)."""
+    kept = 0
+    for entry in crcs:
+        target = hadoop_crc_target(entry.name)
+        if target is not None and target in candidates:
+            owner: str | None = base + target
+        elif target is None or target in names or target[0] in "_.":
+            kept += 1  # its file stays, or is hidden (a writer's temporary file): not ours
+            continue
+        else:
+            owner = None
+        try:
+            mtime = entry.stat(follow_symlinks=False).st_mtime_ns // 1_000_000
+        except FileNotFoundError:  # removed while we listed
+            continue
+        listing.crcs.append(CrcFile(base + entry.name, owner, mtime))
+    return kept
 
 
 def _list_fsspec(

@@ -27,6 +27,17 @@ killed at any instant):
   from its catalog (else :class:`CatalogManagedTableError`): files past it
   are left out of the plan, and staged commits at or below the kept
   checkpoint (all published, since publishing is in order) are deleted.
+- Hadoop checksum files (``.<name>.crc``, written by delta-spark through
+  Hadoop's local file system) are never log files: never listed, counted
+  or reported as deleted files. Each deleted file's checksum file goes with
+  it (:meth:`~raydelta.storage.log.store.LogStore.delete`, as delta-spark's
+  own cleanup deletes through Hadoop), and a run also removes the checksum
+  files of log files that are gone (left by earlier tools;
+  ``orphanCrcsDeleted`` counts them). Only checksum files of recognised log
+  file names are touched, never those of hidden temporary files (a Hadoop
+  writer between its two renames), of unrecognised names, nor
+  ``_last_checkpoint``'s (whose writers replace it by delete-then-rename);
+  removing one can at worst leave a file unverified, never unreadable.
 """
 
 from __future__ import annotations
@@ -54,6 +65,8 @@ from raydelta.protocol.file_names import (
     STAGED_COMMITS_DIR,
     LogFile,
     LogFileKind,
+    hadoop_crc_target,
+    parse_log_file_name,
 )
 from raydelta.protocol.log_segment import CheckpointRef
 from raydelta.protocol.table_features import CHECKPOINT_PROTECTION
@@ -98,6 +111,9 @@ class MetadataCleanupReport(BaseModel):
     skipped: str | None = None
     """Why nothing was deleted, when nothing was."""
     notes: list[str] = Field(default_factory=list)
+    orphan_crcs_deleted: int = Field(default=0, alias="orphanCrcsDeleted")
+    """Hadoop checksum files removed because their file was already gone
+    (to remove, on a dry run); not in ``deleted``."""
 
     @property
     def retained_versions(self) -> tuple[int, int] | None:
@@ -302,13 +318,38 @@ def cleanup_metadata(
     if not dry_run:
         _delete(store, sidecars, after_delete=after_delete, progress=progress, stage="sidecars")
     deleted = [*plan.to_delete, *sidecars]
+    orphans = _orphan_crcs(store)
+    if not dry_run:
+        orphans = [name for name in orphans if store.delete_orphan_hadoop_crc(name)]
     return MetadataCleanupReport(
         **{**base, "notes": notes},
         classicCopy=plan.classic_copy_name,
         deleted=[f.name for f in deleted],
         deletedBytes=sum(max(f.size, 0) for f in deleted),
         counts=dict(Counter(f.kind.value for f in deleted)),
+        orphanCrcsDeleted=len(orphans),
     )
+
+
+_CRC_DIRS = ("", SIDECAR_DIR, STAGED_COMMITS_DIR)
+_NOT_SWEPT = (LogFileKind.LAST_CHECKPOINT, LogFileKind.UNKNOWN)
+
+
+def _orphan_crcs(store: LogStore) -> list[str]:
+    """Log file names whose Hadoop checksum file is there without them (module
+    doc). On a dry run the files to delete are still there, so neither are
+    theirs."""
+    targets = []
+    for subdir in _CRC_DIRS:
+        for crc in store.list_hadoop_crcs(subdir):  # none on object stores: no listing below
+            target = hadoop_crc_target(crc)
+            parsed = None if target is None else parse_log_file_name(target)
+            if parsed is not None and parsed.kind not in _NOT_SWEPT:
+                targets.append(parsed.name)
+    if not targets:
+        return []
+    present = {f.name for d in _CRC_DIRS for f in store.list_dir(d)}
+    return [t for t in targets if t not in present]
 
 
 def _sidecars_to_delete(

@@ -39,16 +39,26 @@ Invariants:
 - Listing is pluggable (:data:`~raydelta.storage.cleanup.listing.Lister`):
   the CleanupActor fans
   :func:`~raydelta.storage.cleanup.listing.list_tree` out over Ray tasks.
+- Hadoop checksum files (``.<name>.crc``, beside every data file delta-spark
+  writes to a local disk) are never data: never listed, counted, reported
+  or sized as files. On local disks a deleted file's checksum file is
+  deleted with it, first (as delta-spark's VACUUM does through Hadoop), in
+  both modes; a full run also deletes the checksum files whose file is gone
+  (left by other tools) once they are older than the cutoff and their file
+  is still absent when deleted (``orphanCrcsDeleted``), and a directory
+  holding nothing else is removed like an empty one. Checksum files of
+  hidden files are hidden files: never touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -61,6 +71,7 @@ from raydelta.protocol.cleanup_rules import (
     check_vacuum_retention,
     vacuum_cutoff_timestamp,
 )
+from raydelta.protocol.file_names import hadoop_crc_name, hadoop_crc_target
 from raydelta.storage.cleanup.listing import (
     DirectoryListing,
     Lister,
@@ -109,6 +120,9 @@ class VacuumReport(BaseModel):
     num_listed: int | None = Field(default=None, alias="numListed")
     """Files seen by the listing (full mode)."""
     ignored: list[IgnoredPath] = Field(default_factory=list)
+    orphan_crcs_deleted: int = Field(default=0, alias="orphanCrcsDeleted")
+    """Hadoop checksum files deleted (to delete, on a dry run) because their
+    file was gone; not in ``files`` (module doc)."""
 
     @property
     def num_files(self) -> int:
@@ -149,6 +163,8 @@ class VacuumPlan:
     dirs: list[str]
     num_listed: int | None
     ignored: dict[str, str]
+    orphan_crcs: list[str] = field(default_factory=list)
+    """Root-relative Hadoop checksum files whose file is gone (module doc)."""
 
 
 def _warn_ignored(ignored: dict[str, str]) -> None:
@@ -159,13 +175,28 @@ def _warn_ignored(ignored: dict[str, str]) -> None:
         logger.warning("vacuum: ignoring %r from the log: %s", path, reason)
 
 
-def _removable_dirs(listing: DirectoryListing, doomed: set[str], cutoff_ms: int) -> list[str]:
-    """Directories that will be empty once ``doomed`` files are gone, deepest first."""
+def _orphan_crcs(listing: DirectoryListing, cutoff_ms: int) -> list[str]:
+    """Checksum files whose file is gone, older than the cutoff (unknown times are young)."""
+    return sorted(
+        c.path for c in listing.crcs if c.target is None and 0 < c.modification_time < cutoff_ms
+    )
+
+
+def _removable_dirs(
+    listing: DirectoryListing, doomed: set[str], orphans: set[str], cutoff_ms: int
+) -> list[str]:
+    """Directories that will be empty once ``doomed`` files (with their checksum
+    files) and ``orphans`` are gone, deepest first."""
     remaining: dict[str, int] = {path: kept for path, _, kept in listing.dirs}
     old = {path for path, mtime, _ in listing.dirs if 0 < mtime < cutoff_ms}
     for path in listing.files.column("path").to_pylist():
         parent = path.rpartition("/")[0]
         if parent and path not in doomed and parent in remaining:
+            remaining[parent] += 1
+    for crc in listing.crcs:
+        parent = crc.path.rpartition("/")[0]
+        stays = crc.target not in doomed if crc.target is not None else crc.path not in orphans
+        if parent and stays and parent in remaining:
             remaining[parent] += 1
     removable = []
     for path in sorted(remaining, key=lambda p: (-p.count("/"), p)):
@@ -204,6 +235,7 @@ def plan_vacuum(
     )
     paths = log_paths(snapshot, root, cutoff_ms=cutoff)
     ignored = dict(paths.ignored)
+    orphan_crcs: list[str] = []
     if lite:
         files = lite_candidates(
             store, paths, partition_columns, ignored, check_existence=check_existence
@@ -222,7 +254,8 @@ def plan_vacuum(
         )
         files = listing.files.filter(old)
         doomed = set(files.column("path").to_pylist())
-        dirs = _removable_dirs(listing, doomed, cutoff) if root.is_local else []
+        orphan_crcs = _orphan_crcs(listing, cutoff)
+        dirs = _removable_dirs(listing, doomed, set(orphan_crcs), cutoff) if root.is_local else []
         num_listed = listing.num_seen
     _warn_ignored(ignored)
     files = files.sort_by("path")
@@ -236,6 +269,7 @@ def plan_vacuum(
         dirs=dirs,
         num_listed=num_listed,
         ignored=ignored,
+        orphan_crcs=orphan_crcs,
     )
 
 
@@ -263,12 +297,13 @@ def execute_vacuum(
     *,
     after_delete: AfterDelete | None = None,
     progress: Progress | None = None,
-) -> tuple[list[str], int, list[str]]:
-    """Delete the planned files in batches on threads, then the emptied directories.
+) -> tuple[list[str], int, list[str], int]:
+    """Delete the planned files in batches on threads (each with its Hadoop
+    checksum file), then the orphaned checksum files, then the emptied directories.
 
     ``after_delete`` and ``progress`` run in this thread, in the plan's order,
-    once each file's batch is done. Returns ``(deleted, bytes, dirs_removed)``;
-    files found missing are not counted.
+    once each file's batch is done. Returns ``(deleted, bytes, dirs_removed,
+    orphan_crcs_deleted)``; files found missing are not counted.
     """
     paths = plan.files.column("path").to_pylist()
     sizes = plan.files.column("size").to_pylist()
@@ -283,6 +318,8 @@ def execute_vacuum(
             if guard is not None:
                 if guard.stat_inside(relative) is None:
                     return False
+                with contextlib.suppress(FileNotFoundError):  # its Hadoop checksum file, first
+                    os.unlink(f"{store.table_root}/{hadoop_crc_name(relative)}")
                 os.unlink(full)
             else:
                 store.fs.rm_file(full)
@@ -305,6 +342,9 @@ def execute_vacuum(
                 if progress is not None:
                     progress("deleting files", index + 1, len(paths))
     removed = []
+    orphans = 0
+    if guard is not None:
+        orphans = sum(_delete_orphan_crc(store, guard, crc) for crc in plan.orphan_crcs)
     if local:
         for directory in plan.dirs:
             try:
@@ -312,7 +352,21 @@ def execute_vacuum(
             except OSError:
                 continue  # not empty any more (a writer), or gone
             removed.append(directory)
-    return deleted, total, removed
+    return deleted, total, removed, orphans
+
+
+def _delete_orphan_crc(store: LogStore, guard: LocalGuard, relative: str) -> bool:
+    """Delete a checksum file inside the root whose file is still gone."""
+    target = hadoop_crc_target(relative)
+    if target is None or guard.stat_inside(relative) is None:
+        return False
+    if os.path.lexists(f"{store.table_root}/{target}"):
+        return False  # its file came back (a writer): it goes with its file now
+    try:
+        os.unlink(f"{store.table_root}/{relative}")
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def vacuum(
@@ -376,13 +430,16 @@ def vacuum(
             files=plan.files.column("path").to_pylist(),
             bytes=pc.sum(plan.files.column("size")).as_py() or 0,
             dirs=plan.dirs,
+            orphanCrcsDeleted=len(plan.orphan_crcs),
         )
     if on_start is not None:
         on_start(plan)
-    deleted, total, removed = execute_vacuum(
+    deleted, total, removed, orphans = execute_vacuum(
         store, plan, after_delete=after_delete, progress=progress
     )
-    report = VacuumReport(**common, files=deleted, bytes=total, dirs=removed)
+    report = VacuumReport(
+        **common, files=deleted, bytes=total, dirs=removed, orphanCrcsDeleted=orphans
+    )
     if on_end is not None:
         on_end(report)
     return report

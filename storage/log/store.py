@@ -25,6 +25,55 @@ Invariants:
 - :func:`log_store_for` is the one place a URI picks its store; code outside
   ``storage/`` sees only :class:`LogStore` and asks its capabilities
   (:attr:`LogStore.on_local_disk`), never its concrete class.
+- No Hadoop checksum file ever disagrees with its file because of us (local
+  disks; see "Hadoop checksum files" below).
+
+Hadoop checksum files (local disks)
+    delta-spark writes a local table through Hadoop's ``LocalFileSystem``,
+    which keeps ``.<name>.crc`` beside every file it writes (commits, Delta
+    checksums, checkpoints, ``_last_checkpoint``, sidecars, data files) and
+    verifies it on every read: a stale one fails the read with
+    ``ChecksumException``, a missing one is simply not verified (Hadoop's
+    ``ChecksumFSInputChecker`` opens the file unverified when the checksum
+    file is absent). So :class:`LocalLogStore` never replaces a file while
+    leaving its checksum file behind, and never deletes a file without it:
+
+    - :meth:`~LogStore.write` (``_last_checkpoint``, and any other file
+      replaced in place) removes the checksum file, replaces the file
+      (``os.replace``), and removes the checksum file again. We remove
+      rather than rewrite it: a removal can only ever turn a verified read
+      into an unverified one, never into a failed one, whatever runs
+      concurrently; a rewritten checksum file is a second rename that can
+      interleave with Hadoop's own pair of renames and land on Hadoop's file
+      (or Hadoop's on ours). The first removal keeps readers from seeing our
+      new bytes under the old checksum; the second removes a checksum that a
+      concurrent Hadoop writer renamed into place between the first and our
+      replace (its bytes are gone: ours replaced them). delta-spark writes
+      ``_last_checkpoint`` as rename-the-file, then rename-its-checksum
+      (``HDFSLogStore`` over ``ChecksumFs``): one interleaving is left, its
+      file rename before our replace and its checksum rename after our second
+      removal, which leaves its checksum on our bytes. That window (the few
+      system calls between Hadoop's two renames) is the one two Hadoop
+      writers of one name already have with each other; delta-spark reads a
+      ``_last_checkpoint`` it cannot verify as a missing hint (three retries,
+      then a listing), and every other engine ignores checksum files. The
+      ``_last_checkpoint`` content carries Delta's own checksum, so removing
+      Hadoop's loses no integrity check.
+    - :meth:`~LogStore.delete` removes the checksum file first, then the file,
+      as Hadoop does: a crash in between leaves an unverified file, never an
+      orphaned checksum.
+    - :meth:`~LogStore.put_if_absent` never touches checksum files: it
+      creates names nobody else writes (a commit's loser is refused, a UUID is
+      unique), or, for a classic checkpoint, stops where delta-spark's file
+      is already in place. Where raydelta creates a name another engine
+      may also write (classic checkpoints), it first removes a checksum
+      file whose file is gone (:meth:`~LogStore.delete_orphan_hadoop_crc`).
+    - Listings never show checksum files (:meth:`~LogStore.list_dir` skips
+      every name starting with ``.``); :meth:`~LogStore.list_hadoop_crcs` lists
+      them for the cleanup that removes orphans.
+
+    Object stores have no checksum files (Hadoop's S3A, ABFS and GCS
+    connectors write none); their stores do none of this.
 """
 
 from __future__ import annotations
@@ -43,7 +92,13 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from raydelta.protocol.errors import FileAlreadyExistsError
-from raydelta.protocol.file_names import DELTA_LOG_DIR, LogFile, parse_log_file_name
+from raydelta.protocol.file_names import (
+    DELTA_LOG_DIR,
+    LogFile,
+    hadoop_crc_name,
+    hadoop_crc_target,
+    parse_log_file_name,
+)
 from raydelta.storage.storage_options import fsspec_options, parse_storage_options
 
 
@@ -109,6 +164,14 @@ class LogStore(abc.ABC):
         unique names such as UUID checkpoints and sidecars), atomically where
         the backend allows (temp file + rename on local disks).
         :meth:`delete` removes a file; a missing file is not an error.
+        On local disks both also remove the file's Hadoop checksum file
+        (module docstring).
+
+    Hadoop checksum files
+        :meth:`list_hadoop_crcs` names the Hadoop checksum files
+        (``.<name>.crc``) of ``_delta_log/<subdir>``, sorted; stores without
+        them list none. :meth:`delete_orphan_hadoop_crc` removes one whose
+        file no longer exists.
 
     Capabilities
         :attr:`on_local_disk` is true when ``table_root`` and every path of
@@ -184,6 +247,18 @@ class LogStore(abc.ABC):
     def delete(self, name: str) -> None:
         """Remove ``_delta_log/<name>``; a missing file is fine."""
 
+    # --- Hadoop checksum files --------------------------------------------------------
+
+    def list_hadoop_crcs(self, subdir: str = "") -> list[str]:
+        """Names (relative to ``_delta_log``) of the Hadoop checksum files in
+        ``_delta_log/<subdir>``, sorted; none on stores that have none."""
+        return []
+
+    def delete_orphan_hadoop_crc(self, name: str) -> bool:
+        """Remove ``name``'s Hadoop checksum file if ``name`` itself does not
+        exist; whether one was removed."""
+        return False
+
 
 class FsspecLogStore(LogStore):
     """Listing, reading, overwriting and deleting through an fsspec filesystem;
@@ -251,6 +326,14 @@ def _parallel_io() -> ThreadPoolExecutor:
         if _IO_POOL is None:
             _IO_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="raydelta-io")
         return _IO_POOL
+
+
+def _unlink_if_present(path: str) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _fsync_directory(directory: str) -> None:
@@ -329,7 +412,32 @@ class LocalLogStore(FsspecLogStore):
     def write(self, name: str, data: bytes) -> None:
         target = self.path_of(name)
         temp = self._write_temp(target, data)
+        checksum = self.path_of(hadoop_crc_name(name))
+        # remove, replace, remove again: see "Hadoop checksum files" in the module docstring
+        _unlink_if_present(checksum)
         os.replace(temp, target)
+        _unlink_if_present(checksum)
+
+    def delete(self, name: str) -> None:
+        _unlink_if_present(self.path_of(hadoop_crc_name(name)))  # first, as Hadoop does
+        _unlink_if_present(self.path_of(name))
+
+    def list_hadoop_crcs(self, subdir: str = "") -> list[str]:
+        directory = f"{self.log_dir}/{subdir}" if subdir else self.log_dir
+        prefix = f"{subdir}/" if subdir else ""
+        try:
+            names = [entry.name for entry in os.scandir(directory)]
+        except FileNotFoundError:
+            return []
+        return sorted(prefix + n for n in names if hadoop_crc_target(n) is not None)
+
+    def delete_orphan_hadoop_crc(self, name: str) -> bool:
+        checksum = self.path_of(hadoop_crc_name(name))
+        if os.path.lexists(self.path_of(name)):
+            return False
+        # A writer may rename the file and its checksum in after the check: then
+        # we remove a fresh checksum, which leaves its file unverified, not unreadable.
+        return _unlink_if_present(checksum)
 
     def read(self, name: str) -> bytes:
         with open(self.path_of(name), "rb") as handle:

@@ -52,6 +52,7 @@ from raydelta.protocol.events import CommitPublished
 from raydelta.protocol.file_actions import DV_TYPE, table_keys
 from raydelta.protocol.file_names import (
     LogFileKind,
+    classic_checkpoint_name,
     commit_name,
     compaction_name,
     parse_log_file_name,
@@ -72,11 +73,12 @@ from raydelta.storage.checkpoint.shards import (
     slim_rows,
     split_delta,
 )
-from raydelta.storage.checkpoint.writer import read_checkpoint_sidecars
+from raydelta.storage.checkpoint.writer import read_checkpoint_sidecars, write_v1_checkpoint
 from raydelta.storage.compaction import compacted_actions, write_log_compaction
-from raydelta.storage.log.reader import sidecar_path
+from raydelta.storage.log.reader import read_last_checkpoint, sidecar_path
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
+from tests.hadoop_crc import crc_matches, write_crc
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")
@@ -698,6 +700,51 @@ def test_policy_checkpoints_every_interval_from_real_commits(
     with_compaction = load_snapshot(uri)
     assert with_compaction.log_segment is not None and with_compaction.log_segment.compactions
     assert sorted(table_keys(with_compaction.files)) == sorted(table_keys(snap.files))
+
+
+def test_policy_never_competes_with_another_engines_checkpoints(
+    new_table: Any, make_add: Any, checkpointers: Callable[..., Any]
+) -> None:
+    """Issue 31: delta-spark checkpoints each version it commits at the table's
+    interval. The policy leaves those versions to it and skips any version whose
+    checkpoint is already in the log; an on-demand classic checkpoint leaves the
+    one there (and its Hadoop checksum file) as it is, and says so."""
+    import ray
+
+    uri, table = new_table(properties={"delta.checkpointInterval": "2"})
+    path = Path(uri[len("file://") :])
+    log = path / "_delta_log"
+    handle = checkpointers(path)  # not subscribed: the test sends the events
+    me = normalize_uri(str(path))
+    for i in range(4):
+        table.transaction().add(make_add(f"date=2024-01-01/s{i}.parquet")).commit()
+
+    spark = "Apache-Spark/4.2.0 Delta-Lake/4.4.0"
+    by_spark = CommitPublished(table_uri=me, version=2, timestamp=0, engine_info=spark)
+    ray.get(handle.on_commit.remote(by_spark))
+    assert not (log / classic_checkpoint_name(2)).exists()  # delta-spark writes that one
+
+    store = log_store_for(uri)
+    write_v1_checkpoint(store, load_snapshot(uri).state, now_ms=int(time.time() * 1000))
+    theirs = log / classic_checkpoint_name(4)
+    pq.write_table(pq.read_table(theirs), theirs, compression="gzip")  # other bytes, same rows
+    crc = write_crc(theirs)
+    before = theirs.read_bytes()
+    ray.get(handle.on_commit.remote(CommitPublished(table_uri=me, version=4, timestamp=0)))
+    assert ray.get(handle.status.remote())["last"] is None  # no run at all
+    summary = _checkpoint(handle, kind="classic")
+    assert summary.version == 4 and summary.skipped and summary.files_written == []
+    assert summary.top_level == theirs.name
+    assert theirs.read_bytes() == before and crc_matches(crc)
+
+    for i in range(4, 6):
+        table.transaction().add(make_add(f"date=2024-01-01/s{i}.parquet")).commit()
+    event = CommitPublished(table_uri=me, version=6, timestamp=0, engine_info="raydelta")
+    ray.get(handle.on_commit.remote(event))
+    assert (log / classic_checkpoint_name(6)).exists()
+    assert ray.get(handle.status.remote())["last"]["trigger"] == "policy"
+    hint = read_last_checkpoint(store)
+    assert hint is not None and hint.version == 6
 
 
 def test_log_compaction_is_read_like_the_commits_it_replaces(tmp_path: Path) -> None:

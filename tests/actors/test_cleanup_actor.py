@@ -276,6 +276,14 @@ def test_cli_vacuum_and_cleanup(
     assert main(["vacuum", uri, "--lite", "--no-dry-run"]) == 0
     assert "deleted" in capsys.readouterr().out
     assert not any((local(uri) / p).exists() for p in expired)
+    orphan = local(uri) / ".gone.parquet.crc"  # a Hadoop checksum file left by another tool
+    orphan.write_bytes(b"crc\x00\x00\x00\x02\x00")
+    month_ago = time.time() - 30 * 86_400
+    os.utime(orphan, (month_ago, month_ago))
+    assert main(["vacuum", uri]) == 0
+    assert "would delete 1 orphaned .crc files" in capsys.readouterr().out
+    assert main(["vacuum", uri, "--no-dry-run"]) == 0
+    assert "deleted    1 orphaned .crc files" in capsys.readouterr().out and not orphan.exists()
 
     assert main(["cleanup", uri, "--retention", "0 days", "--dry-run", "--json"]) == 0
     cleanup = json.loads(capsys.readouterr().out)

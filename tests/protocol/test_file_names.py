@@ -21,6 +21,8 @@ from raydelta.protocol.file_names import (
     classic_checkpoint_name,
     commit_name,
     compaction_name,
+    hadoop_crc_name,
+    hadoop_crc_target,
     multipart_checkpoint_name,
     parse_log_file_name,
     sidecar_name,
@@ -305,3 +307,40 @@ def test_every_golden_log_name_is_recognised() -> None:
         LogFileKind.SIDECAR,
         LogFileKind.LAST_CHECKPOINT,
     } <= kinds
+
+
+@pytest.mark.parametrize(
+    ("name", "crc"),
+    [
+        ("00000000000000000000.json", ".00000000000000000000.json.crc"),
+        ("00000000000000000010.crc", ".00000000000000000010.crc.crc"),  # Delta's own checksum
+        ("_last_checkpoint", "._last_checkpoint.crc"),
+        ("_sidecars/a.parquet", "_sidecars/.a.parquet.crc"),
+        ("part=1/part-0.parquet", "part=1/.part-0.parquet.crc"),
+    ],
+)
+def test_hadoop_checksum_file_names(name: str, crc: str) -> None:
+    assert hadoop_crc_name(name) == crc
+    assert hadoop_crc_target(crc) == name
+    assert parse_log_file_name(crc) is None  # never a log file
+    assert parse_log_file_name(crc.rpartition("/")[2]) is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["00000000000000000010.crc", "a.crc", ".crc", "..crc", ".x.json", "._x.crc.tmp", "dir/"],
+)
+def test_names_that_are_not_hadoop_checksum_files(name: str) -> None:
+    assert hadoop_crc_target(name) is None
+
+
+def test_every_golden_hadoop_checksum_file_names_a_file_beside_it() -> None:
+    found = 0
+    for directory, _, files in os.walk(GOLDEN):
+        for name in files:
+            target = hadoop_crc_target(name)
+            if target is not None:
+                found += 1
+                assert hadoop_crc_name(target) == name
+                assert os.path.exists(os.path.join(directory, target)), (directory, name)
+    assert found > 100

@@ -38,6 +38,7 @@ from raydelta.protocol.log_segment import (
     LogSegment,
     build_log_segment,
     check_checkpoint_spec,
+    complete_checkpoint_at,
     latest_commit_version,
 )
 
@@ -737,3 +738,21 @@ def test_unusable_checkpoint_files_are_as_absent() -> None:
     )
     with pytest.raises(InvalidTableError):
         build_log_segment([lf(uuid_top), *commits(6, 7)], unusable={uuid_top})
+
+
+def test_complete_checkpoint_at_one_version() -> None:
+    listing = [
+        *commits(0, 1, 2, 3),
+        lf(classic_checkpoint_name(1), size=0),  # empty: no checkpoint
+        lf(multipart_checkpoint_name(2, 1, 2)),  # one part of two
+        lf(classic_checkpoint_name(3)),
+        lf(multipart_checkpoint_name(3, 1, 1)),
+    ]
+    assert complete_checkpoint_at(listing, 0) is None
+    assert complete_checkpoint_at(listing, 1) is None
+    assert complete_checkpoint_at(listing, 2) is None
+    found = complete_checkpoint_at(listing, 3)
+    assert found is not None and found.kind is LogFileKind.CHECKPOINT_MULTIPART
+    uuid_named = lf(uuid_checkpoint_name(2, U1, "json"))
+    found = complete_checkpoint_at([*listing, uuid_named], 2)
+    assert found is not None and names(found.files) == [uuid_named.name]

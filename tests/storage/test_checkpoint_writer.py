@@ -42,11 +42,14 @@ from raydelta.protocol.file_names import (
     classic_checkpoint_name,
     commit_name,
 )
-from raydelta.protocol.last_checkpoint import parse_last_checkpoint
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.checkpoint.writer import (
+    classic_checkpoint_exists,
+    create_classic_checkpoint,
     read_checkpoint_sidecars,
     write_checkpoint,
+    write_last_checkpoint,
     write_shard_sidecar,
     write_sidecar,
     write_v1_checkpoint,
@@ -55,6 +58,7 @@ from raydelta.storage.checkpoint.writer import (
 )
 from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot
+from tests.hadoop_crc import crc_matches, write_crc
 
 deltalake = pytest.importorskip("deltalake")
 duckdb = pytest.importorskip("duckdb")
@@ -664,3 +668,74 @@ def test_write_checkpoint_follows_the_checkpoint_policy(tmp_path: Path) -> None:
     v2_kinds = {f.kind for f in store_of(v2).list_from(0) if f.is_checkpoint}
     assert classic_kinds == {LogFileKind.CHECKPOINT_CLASSIC}
     assert v2_kinds == {LogFileKind.CHECKPOINT_UUID}
+
+
+# --- a checkpoint another engine wrote (issue 31) ---------------------------------------------
+
+
+def _as_delta_spark_left_it(file: Path) -> Path:
+    """Rewrite ``file`` with the same rows in other bytes, and give it a Hadoop checksum
+    file: what delta-spark leaves when it checkpoints a version we checkpoint too."""
+    pq.write_table(pq.read_table(file), file, compression="gzip")
+    return write_crc(file)
+
+
+def test_a_classic_checkpoint_already_there_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    build_history(path)
+    store = store_of(path)
+    snap = load_snapshot(str(path))
+    write_v1_checkpoint(store, snap.state, now_ms=_now_ms())
+    theirs = path / "_delta_log" / classic_checkpoint_name(snap.version)
+    crc = _as_delta_spark_left_it(theirs)
+    before, hint = theirs.read_bytes(), store.read(LAST_CHECKPOINT_NAME)
+
+    info = write_v1_checkpoint(store, snap.state, now_ms=_now_ms())
+    assert info.version == snap.version
+    assert theirs.read_bytes() == before and crc_matches(crc)  # Hadoop still verifies it
+    assert store.read(LAST_CHECKPOINT_NAME) == hint
+    assert not create_classic_checkpoint(store, snap.version, b"other bytes")
+    assert theirs.read_bytes() == before and crc_matches(crc)
+    assert classic_checkpoint_exists(store, snap.version)
+    assert load_snapshot(str(path)).num_files == snap.num_files
+
+
+def test_an_empty_classic_file_or_a_lone_checksum_file_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    build_history(path)
+    store = store_of(path)
+    version = load_snapshot(str(path)).version
+    file = path / "_delta_log" / classic_checkpoint_name(version)
+    file.write_bytes(b"")  # no checkpoint: a writer without atomic visibility died
+    crc = write_crc(file)
+    assert not classic_checkpoint_exists(store, version)
+    assert create_classic_checkpoint(store, version, b"ours")
+    assert file.read_bytes() == b"ours" and not crc.exists()
+    file.write_bytes(b"theirs")
+    write_crc(file)
+    file.unlink()  # a tool that deleted the file and not its checksum file
+    assert create_classic_checkpoint(store, version, b"ours again")
+    assert file.read_bytes() == b"ours again" and not crc.exists()
+
+
+def test_the_classic_copy_of_a_v2_checkpoint_leaves_one_already_there(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    build_v2_table(path)
+    store = store_of(path)
+    snap = load_snapshot(str(path))
+    write_v2_checkpoint_single_process(store, snap.state, now_ms=_now_ms(), classic_copy=True)
+    theirs = path / "_delta_log" / classic_checkpoint_name(snap.version)
+    crc = _as_delta_spark_left_it(theirs)
+    before = theirs.read_bytes()
+    write_v2_checkpoint_single_process(store, snap.state, now_ms=_now_ms(), classic_copy=True)
+    assert theirs.read_bytes() == before and crc_matches(crc)
+
+
+def test_last_checkpoint_is_not_rewritten_for_the_version_it_names(tmp_path: Path) -> None:
+    store = store_of(tmp_path / "t")
+    assert write_last_checkpoint(store, LastCheckpointInfo(version=10, size=3))
+    first = store.read(LAST_CHECKPOINT_NAME)
+    assert not write_last_checkpoint(store, LastCheckpointInfo(version=10, size=4))
+    assert not write_last_checkpoint(store, LastCheckpointInfo(version=9, size=4))
+    assert store.read(LAST_CHECKPOINT_NAME) == first
+    assert write_last_checkpoint(store, LastCheckpointInfo(version=11, size=4))

@@ -23,7 +23,9 @@ from raydelta.protocol.file_names import (
     SIDECAR_DIR,
     STAGED_COMMITS_DIR,
     LogFileKind,
+    checksum_name,
     commit_name,
+    hadoop_crc_name,
     sidecar_name,
     staged_commit_name,
 )
@@ -35,6 +37,7 @@ from raydelta.storage.log.store import (
     ObjectStoreLogStore,
     log_store_for,
 )
+from tests.hadoop_crc import disagreeing_crcs, orphan_crcs, write_crc
 
 
 @pytest.fixture(params=["local", "memory", "s3"])
@@ -331,3 +334,68 @@ def test_contract_on_local_disk_means_os_paths(any_store: LogStore) -> None:
         assert isinstance(
             any_store, MemoryLogStore | ObjectStoreLogStore | SingleWriterLogStore | S3LogStore
         )
+
+
+# --- Hadoop checksum files (issue 31) --------------------------------------------------
+
+
+def test_contract_listings_never_show_hadoop_checksum_files(any_store: LogStore) -> None:
+    """delta-spark's log holds ``.<name>.crc`` beside each file (Hadoop's checksum
+    files): never log files, on any store; only the local store names them."""
+    sidecar = sidecar_name(str(uuid.UUID(int=7)))
+    names = [commit_name(0), checksum_name(0), LAST_CHECKPOINT_NAME, sidecar]
+    for name in names:
+        any_store.put_if_absent(name, b"{}\n")
+        any_store.put_if_absent(hadoop_crc_name(name), b"crc\x00")
+    assert [f.name for f in any_store.list_dir()] == sorted(names[:3])
+    assert [f.name for f in any_store.list_dir(SIDECAR_DIR)] == [sidecar]
+    assert [f.name for f in any_store.list_from(0)] == sorted(names[:2])
+    if any_store.on_local_disk:
+        assert any_store.list_hadoop_crcs() == sorted(hadoop_crc_name(n) for n in names[:3])
+        assert any_store.list_hadoop_crcs(SIDECAR_DIR) == [hadoop_crc_name(sidecar)]
+    else:
+        assert any_store.list_hadoop_crcs() == []
+
+
+def _local_store(tmp_path: Path) -> LocalLogStore:
+    store = log_store_for(str(tmp_path / "table"))
+    assert isinstance(store, LocalLogStore)
+    return store
+
+
+def _hadoop_wrote(store: LogStore, name: str, data: bytes) -> Path:
+    """``name`` as delta-spark leaves it: the file and its matching checksum file."""
+    path = Path(store.path_of(name))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return write_crc(path)
+
+
+def test_local_write_never_leaves_the_old_checksum_on_new_bytes(tmp_path: Path) -> None:
+    store = _local_store(tmp_path)
+    crc = _hadoop_wrote(store, LAST_CHECKPOINT_NAME, b'{"version":10,"size":3}\n')
+    store.write(LAST_CHECKPOINT_NAME, b'{"version":20,"size":4}\n')
+    assert store.read(LAST_CHECKPOINT_NAME) == b'{"version":20,"size":4}\n'
+    assert not crc.exists()  # removed, not rewritten: Hadoop reads the file unverified
+    store.write(LAST_CHECKPOINT_NAME, b'{"version":30,"size":5}\n')  # none to remove: fine
+    assert disagreeing_crcs(tmp_path) == [] and orphan_crcs(tmp_path) == []
+
+
+def test_local_delete_takes_the_checksum_file_with_it(tmp_path: Path) -> None:
+    store = _local_store(tmp_path)
+    sidecar = sidecar_name(str(uuid.UUID(int=8)))
+    crcs = [_hadoop_wrote(store, name, b"{}\n") for name in (commit_name(0), sidecar)]
+    store.delete(commit_name(0))
+    store.delete(sidecar)
+    assert not any(crc.exists() for crc in crcs)
+    assert store.list_hadoop_crcs() == [] and store.list_hadoop_crcs(SIDECAR_DIR) == []
+
+
+def test_local_orphan_checksum_removed_only_when_its_file_is_gone(tmp_path: Path) -> None:
+    store = _local_store(tmp_path)
+    kept = _hadoop_wrote(store, commit_name(0), b"{}\n")
+    orphan = _hadoop_wrote(store, commit_name(1), b"{}\n")
+    Path(store.path_of(commit_name(1))).unlink()  # a tool that deleted the file alone
+    assert not store.delete_orphan_hadoop_crc(commit_name(0)) and kept.exists()
+    assert store.delete_orphan_hadoop_crc(commit_name(1)) and not orphan.exists()
+    assert not store.delete_orphan_hadoop_crc(commit_name(1))  # nothing left: fine

@@ -32,7 +32,9 @@ from raydelta.protocol.file_names import (
     classic_checkpoint_name,
     commit_name,
     compaction_name,
+    hadoop_crc_name,
     multipart_checkpoint_name,
+    parse_log_file_name,
     staged_commit_name,
 )
 from raydelta.storage.checkpoint.writer import (
@@ -43,6 +45,7 @@ from raydelta.storage.checkpoint.writer import (
 from raydelta.storage.cleanup.metadata import cleanup_metadata
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
+from tests.hadoop_crc import crc_bytes, disagreeing_crcs, orphan_crcs, write_crc
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -612,3 +615,53 @@ def test_killed_after_every_deletion_keeps_retained_versions_readable(tmp_path: 
         assert_versions_readable(copied, range(8, 14))
         cleanup_metadata(str(copy), now_ms=NOW)
         assert copied.log_names() == final_names
+
+
+# --- Hadoop checksum files (issue 31) ---------------------------------------------------------
+
+
+def test_hadoop_checksum_files_go_with_their_files(tmp_path: Path) -> None:
+    """delta-spark writes every file of a local log through Hadoop's file system,
+    which keeps a checksum file (``.<name>.crc``) beside it. Cleanup deletes each
+    one with its file (as delta-spark's own cleanup does, through Hadoop), removes
+    those whose file is already gone (another tool's leftovers), and never lists,
+    counts or reports one as a log file; a hidden temporary file's checksum file
+    and ``_last_checkpoint``'s are left alone."""
+    b = LogBuilder(
+        tmp_path / "t",
+        properties={"delta.checkpointPolicy": "v2"},
+        reader_features=["v2Checkpoint"],
+        writer_features=["v2Checkpoint"],
+    )
+    for _ in range(1, 16):
+        b.append(2)
+    for version in range(16):
+        b.checksum(version)
+    b.v2_checkpoint(5)
+    b.v2_checkpoint(10)
+    for name in b.log_names():
+        if name.startswith("_sidecars/"):
+            b.age_file(name, OLD)
+    b.age(range(0, 13), OLD)
+    for name in b.log_names():
+        write_crc(b.log / name)  # as if delta-spark had written the whole log
+    gone = b.log / classic_checkpoint_name(3)
+    gone.write_bytes(b"PAR1")
+    write_crc(gone)
+    gone.unlink()  # deleted by a tool that left its checksum file
+    temp_crc = b.log / "..00000000000000000016.json.3f2a.tmp.crc"  # a Hadoop writer mid-rename
+    temp_crc.write_bytes(crc_bytes(b"{}\n"))
+
+    dry = cleanup_metadata(str(b.root), now_ms=NOW, dry_run=True)
+    assert dry.orphan_crcs_deleted == 1 and (b.log / hadoop_crc_name(gone.name)).exists()
+    report = cleanup_metadata(str(b.root), now_ms=NOW)
+
+    assert report.kept_checkpoint_version == 10
+    assert report.deleted == dry.deleted and report.counts == dry.counts
+    assert all(parse_log_file_name(name) is not None for name in report.deleted)
+    assert report.counts["checksum"] == 10 and report.counts["sidecar"] > 0
+    assert report.orphan_crcs_deleted == 1
+    assert orphan_crcs(b.log) == [temp_crc.name]  # the writer's, left to it
+    assert disagreeing_crcs(b.log) == []
+    assert (b.log / hadoop_crc_name(LAST_CHECKPOINT_NAME)).exists()
+    assert_versions_readable(b, range(10, 16))

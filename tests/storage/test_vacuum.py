@@ -31,6 +31,7 @@ from raydelta.storage.cleanup.listing import (
 from raydelta.storage.cleanup.vacuum import vacuum
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
+from tests.hadoop_crc import crc_matches, disagreeing_crcs, orphan_crcs, write_crc
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -227,7 +228,9 @@ def test_where_semantics_differ_from_deltalake(tmp_path: Path) -> None:
     - full mode: delta-rs only treats a path as hidden when its *first* segment
       starts with ``_``/``.``; we (like delta-spark) apply the rule to every
       segment, so hidden files inside partition directories (``_tmp`` staging
-      files, ``.crc`` side files) survive.
+      files) survive, and a Hadoop ``.crc`` checksum file is never a data file:
+      it goes with its file, or alone once its file is gone (see
+      test_hadoop_checksum_files_go_with_their_files).
     - Both keep unreferenced files younger than the retention in full mode.
 
     (Lite dry runs agree: both list every expired tombstone, present on disk or
@@ -247,8 +250,9 @@ def test_where_semantics_differ_from_deltalake(tmp_path: Path) -> None:
     # The peer's behaviour, pinned here so a change in deltalake shows up:
     assert {"part=plain/_tmp.parquet", "part=plain/.x.parquet.crc"} <= theirs
     assert set(ours.files) == theirs - {"part=plain/_tmp.parquet", "part=plain/.x.parquet.crc"}
-    vacuum(str(path), retention_hours=1, force=True)
-    assert young.exists() and all(h.exists() for h in hidden)
+    real = vacuum(str(path), retention_hours=1, force=True)
+    assert young.exists() and hidden[0].exists()
+    assert not hidden[1].exists() and real.orphan_crcs_deleted == 1  # its file is gone
 
 
 def test_lite_dry_run_lists_files_already_gone(tmp_path: Path) -> None:
@@ -684,3 +688,55 @@ def test_lite_mode_scans_crowded_directories_exactly(tmp_path: Path) -> None:
     assert done.files == names[:-3]
     assert done.total_bytes == 5 + (len(names) - 4) * 1
     assert outside.exists() and (root / names[-3]).is_symlink() and (root / names[-2]).is_dir()
+
+
+# --- Hadoop checksum files (issue 31) -----------------------------------------------------------
+
+
+def test_hadoop_checksum_files_go_with_their_files(tmp_path: Path) -> None:
+    """delta-spark writes its data files through Hadoop's local file system, which
+    keeps a checksum file (``.<name>.crc``) beside each. VACUUM never lists, counts
+    or reports one as a data file; deletes it with its file in both modes (as
+    delta-spark's VACUUM does, through Hadoop); deletes one whose file is gone once
+    it is older than the retention; keeps those of files that stay and of hidden
+    files; and removes a directory left holding nothing but such leftovers."""
+    root = tmp_path / "t"
+    write_log(
+        root,
+        [
+            [add("p=1/live.parquet"), add("p=1/tombstoned.parquet"), add("p=2/b.parquet")],
+            [remove("p=1/tombstoned.parquet", OLD), remove("p=2/b.parquet", OLD)],
+        ],
+        partition_columns=("p",),
+    )
+    names = ["p=1/live.parquet", "p=1/tombstoned.parquet", "p=2/b.parquet", "p=1/stray.parquet"]
+    crcs = {}
+    for name in [*names, "p=1/_tmp.parquet"]:
+        crcs[name] = write_crc(touch(root / name, data=b"bytes of " + name.encode()))
+        os.utime(crcs[name], ns=(OLD * 1_000_000, OLD * 1_000_000))
+    touch(root / "p=1" / ".gone.parquet.crc")  # its file deleted by another tool, long ago
+    young = touch(root / "p=1" / ".young.parquet.crc", at_ms=NOW)  # maybe a writer's: kept
+    touch(root / "p=3" / ".x.parquet.crc")  # a directory holding only a leftover
+
+    def age_directories() -> None:
+        for directory in ("p=1", "p=2", "p=3"):
+            os.utime(root / directory, ns=(OLD * 1_000_000, OLD * 1_000_000))
+
+    age_directories()
+    lite = vacuum(str(root), lite=True, now_ms=NOW)
+    assert lite.files == ["p=1/tombstoned.parquet", "p=2/b.parquet"]
+    assert not crcs["p=1/tombstoned.parquet"].exists() and not crcs["p=2/b.parquet"].exists()
+    age_directories()  # the deletions touched them
+
+    dry = vacuum(str(root), dry_run=True, now_ms=NOW)
+    assert dry.files == ["p=1/stray.parquet"]
+    assert dry.num_listed == 2  # live and stray: no checksum file, no hidden file
+    assert dry.orphan_crcs_deleted == 2 and dry.dirs == ["p=2", "p=3"]
+    real = vacuum(str(root), now_ms=NOW)
+    assert real.files == dry.files and real.total_bytes == dry.total_bytes
+    assert real.orphan_crcs_deleted == 2 and real.dirs == dry.dirs
+    assert not crcs["p=1/stray.parquet"].exists()
+    assert crc_matches(crcs["p=1/live.parquet"]) and crc_matches(crcs["p=1/_tmp.parquet"])
+    assert orphan_crcs(root) == [str(young.relative_to(root))]
+    assert disagreeing_crcs(root) == []
+    assert not (root / "p=2").exists() and not (root / "p=3").exists()
