@@ -105,6 +105,30 @@ class AddFile(ActionModel):
             return None
         return value if isinstance(value, int) else None
 
+    def to_remove(
+        self, *, deletion_timestamp: int, data_change: bool = True, keep_stats_and_tags: bool = True
+    ) -> RemoveFile:
+        """The ``remove`` that retires this file, as delta-spark's
+        ``AddFile.removeWithTimestamp`` builds it: ``extendedFileMetadata``
+        with the add's partition values, size, deletion vector and
+        row-tracking fields, and its ``stats`` and ``tags`` unless
+        ``keep_stats_and_tags`` is false (then they stay absent)."""
+        kept: dict[str, Any] = (
+            {"stats": self.stats, "tags": self.tags} if keep_stats_and_tags else {}
+        )
+        return RemoveFile(
+            path=self.path,
+            deletionTimestamp=deletion_timestamp,
+            dataChange=data_change,
+            extendedFileMetadata=True,
+            partitionValues=self.partition_values,
+            size=self.size,
+            **kept,
+            deletionVector=self.deletion_vector,
+            baseRowId=self.base_row_id,
+            defaultRowCommitVersion=self.default_row_commit_version,
+        )
+
 
 class RemoveFile(ActionModel):
     action_name: ClassVar[str] = "remove"

@@ -351,7 +351,7 @@ def _whole_file_removes(
     """For a condition on partition columns only (or none): the removes of the
     files it selects, decided per file from partition values; else None."""
     from raydelta.protocol.partition_values import parse_partition_value
-    from raydelta.storage.data.dml import condition_mask, remove_of
+    from raydelta.storage.data.dml import condition_mask
 
     if condition is not None and not _partition_only(condition, snapshot):
         return None
@@ -376,7 +376,7 @@ def _whole_file_removes(
             )
             if not condition_mask(condition, one_row)[0].as_py():
                 continue
-        removes.append(remove_of(add, now_ms=now_ms))
+        removes.append(add.to_remove(deletion_timestamp=now_ms))
     return removes
 
 

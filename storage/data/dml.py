@@ -124,23 +124,6 @@ class FileRewrite:
     rewrite_time_ms: int = 0
 
 
-def remove_of(add: AddFile, *, now_ms: int) -> RemoveFile:
-    """The ``remove`` that retires ``add`` (DML: ``dataChange=true``)."""
-    return RemoveFile(
-        path=add.path,
-        deletionTimestamp=now_ms,
-        dataChange=True,
-        extendedFileMetadata=True,
-        partitionValues=add.partition_values,
-        size=add.size,
-        stats=add.stats,
-        tags=add.tags,
-        deletionVector=add.deletion_vector,
-        baseRowId=add.base_row_id,
-        defaultRowCommitVersion=add.default_row_commit_version,
-    )
-
-
 def condition_mask(condition: Condition, rows: pa.Table) -> pa.Array:
     """Which rows ``condition`` selects (NULL does not select)."""
     if condition is None:
@@ -344,7 +327,7 @@ def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> File
                 if spec.kind == "update"
                 else None
             )
-            removes.append(remove_of(add, now_ms=now_ms))
+            removes.append(add.to_remove(deletion_timestamp=now_ms))
             file_counts: dict[str, int] = {
                 "num_removed_files": 1,
                 "num_removed_bytes": add.size,
@@ -494,6 +477,5 @@ __all__ = [
     "Literal_",
     "RewriteSpec",
     "condition_mask",
-    "remove_of",
     "rewrite_files",
 ]

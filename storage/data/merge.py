@@ -61,7 +61,7 @@ from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.write_rules import table_write_rules
 from raydelta.storage.data.deletion_vectors import write_deletion_vector_file
-from raydelta.storage.data.dml import RewriteSpec, _with_dv, _Writer, remove_of
+from raydelta.storage.data.dml import RewriteSpec, _with_dv, _Writer
 from raydelta.storage.data.files import data_file_path
 from raydelta.storage.data.live_rows import read_live_rows, tracking_columns, with_tracking
 from raydelta.storage.log.store import split_uri
@@ -189,7 +189,7 @@ def merge_files(
                 row_positions(rows.num_rows), value_set=pa.array(sorted(touched), pa.int64())
             )
             kept = rows.filter(pc.invert(mask))
-            removes.append(remove_of(add, now_ms=now_ms))
+            removes.append(add.to_remove(deletion_timestamp=now_ms))
             _count(
                 counts,
                 num_target_files_removed=1,
