@@ -29,7 +29,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +61,7 @@ from raydelta.protocol.expressions import evaluate, parse_expression
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.schema import StructType
 from raydelta.protocol.schema_arrow import to_arrow
+from raydelta.protocol.statistics import num_records_of
 from raydelta.protocol.table_properties import ISOLATION_LEVEL
 from raydelta.storage.data.dml import (
     Assignment,
@@ -268,7 +268,7 @@ class StagedDml:
     def _rows_of_whole_files(self) -> int:
         total = 0
         for remove in self.extra_removes:
-            records = _num_records(remove.stats)
+            records = num_records_of(remove.stats)
             dv = remove.deletion_vector
             total += max(0, (records or 0) - (dv.cardinality if dv is not None else 0))
         return total
@@ -313,16 +313,6 @@ class StagedDml:
             self.abort()
             raise
         return metrics
-
-
-def _num_records(stats: str | None) -> int | None:
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) else None
 
 
 def _elapsed_ms(started_ns: int) -> int:
