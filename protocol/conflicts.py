@@ -444,6 +444,17 @@ def _check_winner(
             )
         metadata = winner.metadata
 
+    _check_domains_and_app_ids(winner, ctx, after)
+    _check_appends(winner, ctx, after)
+    _check_removes_read(winner, ctx, after)
+    _check_removes_removed(winner, ctx, after)
+    return protocol, metadata
+
+
+def _check_domains_and_app_ids(winner: WinningCommit, ctx: _Context, after: str) -> None:
+    """A domain or an app id's version the winner wrote that this transaction
+    read or writes (the row-tracking domain excepted)."""
+    version = winner.version
     domains_read = set(ctx.read_set.domains_read)
     for domain in winner.domains:
         name = domain.domain
@@ -465,6 +476,11 @@ def _check_winner(
             version,
         )
 
+
+def _check_appends(winner: WinningCommit, ctx: _Context, after: str) -> None:
+    """Files the winner added that this transaction should have read (not at
+    snapshot isolation, nor a blind append at write-serializable)."""
+    version = winner.version
     if ctx.isolation is not IsolationLevel.SNAPSHOT_ISOLATION and not (
         ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
         and winner.is_blind_append
@@ -481,6 +497,11 @@ def _check_winner(
                 version,
             )
 
+
+def _check_removes_read(winner: WinningCommit, ctx: _Context, after: str) -> None:
+    """Files the winner removed that this transaction read: by path, by
+    reading the whole table, or through its read predicates."""
+    version = winner.version
     read = ctx.read_set
     root = ctx.table_root
     read_paths = {canonical_path(f.path, root): f for f in read.files_read}
@@ -518,6 +539,11 @@ def _check_winner(
                     version,
                 )
 
+
+def _check_removes_removed(winner: WinningCommit, ctx: _Context, after: str) -> None:
+    """Files the winner removed that this transaction removes too."""
+    version = winner.version
+    root = ctx.table_root
     for removed in winner.removed_files:
         mine = ctx.own.removed.get(canonical_path(removed.path, root))
         if mine is not None:
@@ -527,7 +553,6 @@ def _check_winner(
                 f"{_file_label(removed.path, where)}, which this transaction removes too, {after}",
                 version,
             )
-    return protocol, metadata
 
 
 def check_conflicts(
