@@ -444,17 +444,6 @@ def _check_winner(
             )
         metadata = winner.metadata
 
-    _check_domains_and_app_ids(winner, ctx, after)
-    _check_appends(winner, ctx, after)
-    _check_removes_read(winner, ctx, after)
-    _check_removes_removed(winner, ctx, after)
-    return protocol, metadata
-
-
-def _check_domains_and_app_ids(winner: WinningCommit, ctx: _Context, after: str) -> None:
-    """A domain or an app id's version the winner wrote that this transaction
-    read or writes (the row-tracking domain excepted)."""
-    version = winner.version
     domains_read = set(ctx.read_set.domains_read)
     for domain in winner.domains:
         name = domain.domain
@@ -476,10 +465,13 @@ def _check_domains_and_app_ids(winner: WinningCommit, ctx: _Context, after: str)
             version,
         )
 
+    _check_appends(winner, ctx, after)
+    _check_removes(winner, ctx, after)
+    return protocol, metadata
+
 
 def _check_appends(winner: WinningCommit, ctx: _Context, after: str) -> None:
-    """Files the winner added that this transaction should have read (not at
-    snapshot isolation, nor a blind append at write-serializable)."""
+    """Rule 5 (module docstring): files added that this transaction should have read."""
     version = winner.version
     if ctx.isolation is not IsolationLevel.SNAPSHOT_ISOLATION and not (
         ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
@@ -498,9 +490,9 @@ def _check_appends(winner: WinningCommit, ctx: _Context, after: str) -> None:
             )
 
 
-def _check_removes_read(winner: WinningCommit, ctx: _Context, after: str) -> None:
-    """Files the winner removed that this transaction read: by path, by
-    reading the whole table, or through its read predicates."""
+def _check_removes(winner: WinningCommit, ctx: _Context, after: str) -> None:
+    """Rules 6 and 7 (module docstring): files removed that this transaction
+    read, or removes too."""
     version = winner.version
     read = ctx.read_set
     root = ctx.table_root
@@ -539,11 +531,6 @@ def _check_removes_read(winner: WinningCommit, ctx: _Context, after: str) -> Non
                     version,
                 )
 
-
-def _check_removes_removed(winner: WinningCommit, ctx: _Context, after: str) -> None:
-    """Files the winner removed that this transaction removes too."""
-    version = winner.version
-    root = ctx.table_root
     for removed in winner.removed_files:
         mine = ctx.own.removed.get(canonical_path(removed.path, root))
         if mine is not None:
