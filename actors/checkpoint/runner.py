@@ -28,11 +28,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal
 
-import pyarrow as pa
 import ray
 
 from raydelta.actors.checkpoint.one_task import (
@@ -51,12 +49,10 @@ from raydelta.actors.checkpoint.results import (
     TopLevel,
     Trigger,
 )
+from raydelta.actors.checkpoint.sidecar_plan import SidecarPlan, plan_sidecars
 from raydelta.actors.checkpoint.tasks import (
     OVERFLOW_SHARD,
-    OverflowJob,
-    ShardJob,
     ShardResult,
-    concat_rows,
     cpu_nodes,
     map_piece,
     max_node_cpus,
@@ -69,28 +65,21 @@ from raydelta.actors.faults import crash_point
 from raydelta.protocol.actions import Metadata, Protocol, Sidecar
 from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
-    choose_num_shards,
     sidecar_counts,
     table_configuration,
 )
-from raydelta.protocol.checkpoint_schema import CheckpointLayout
 from raydelta.protocol.errors import CheckpointWriteError
 from raydelta.protocol.file_names import classic_checkpoint_name, uuid_checkpoint_name
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import V2_CHECKPOINT
-from raydelta.storage.checkpoint.fingerprints import read_fingerprints
-from raydelta.storage.checkpoint.incremental import AlignedSidecars, plan_aligned
-from raydelta.storage.checkpoint.shards import group_bounds, split_delta
+from raydelta.storage.checkpoint.shards import group_bounds
 from raydelta.storage.checkpoint.sources import (
     LogDelta,
-    SourcePiece,
     checkpoint_pieces,
-    estimated_file_actions,
     read_log_delta,
 )
 from raydelta.storage.checkpoint.writer import write_last_checkpoint, write_v2_checkpoint
-from raydelta.storage.log.reader import sidecar_path
 from raydelta.storage.log.store import LogStore, log_store_for
 
 logger = logging.getLogger(__name__)
@@ -127,27 +116,6 @@ class CheckpointMetrics:
                 self._bytes.inc(float(num_bytes), tags=tags)
         except Exception:
             logger.debug("cannot record metrics", exc_info=True)
-
-
-@dataclass
-class _V2Plan:
-    """What :meth:`CheckpointRunner._plan_v2` decided for one V2 checkpoint."""
-
-    estimate: int
-    """File actions of the new checkpoint, estimated (picks one task or fan-out)."""
-    num_shards: int
-    cutoff: int
-    """Tombstones deleted before this (ms) are dropped."""
-    jobs: list[ShardJob] = field(default_factory=list)
-    overflow_job: OverflowJob | None = None
-    pieces: list[SourcePiece] = field(default_factory=list)
-    """The previous checkpoint's parts to shuffle (only when nothing aligns)."""
-    exclude: pa.Array = field(default_factory=lambda: pa.array([], type=pa.string()))
-    """Keys the shuffle leaves out (the log delta's)."""
-    reused: dict[int, Sidecar] = field(default_factory=dict)
-    source: Literal["none", "sidecars", "shuffle", "stream"] = "none"
-    checked: int = 0
-    """Shards whose previous sidecar was checked for reuse."""
 
 
 class CheckpointRunner:
@@ -286,11 +254,19 @@ class CheckpointRunner:
         trigger: Trigger,
         start: float,
     ) -> CheckpointSummary:
-        """Plan the sidecars (:meth:`_plan_v2`), write them (one task or fanned
-        out), then the top-level file and ``_last_checkpoint``."""
+        """Plan the sidecars (:func:`~raydelta.actors.checkpoint.sidecar_plan.plan_sidecars`),
+        write them (one task or fanned out), then the top-level file and
+        ``_last_checkpoint``."""
         protocol, metadata = delta.head.protocol, delta.head.metadata
         assert protocol is not None and metadata is not None  # table_configuration checked
-        plan = self._plan_v2(store, delta, config, now_ms)
+        plan = plan_sidecars(
+            store,
+            delta,
+            config,
+            now_ms,
+            target_actions_per_sidecar=self.target_actions_per_sidecar,
+            max_overflow_actions=self.max_overflow_actions,
+        )
         planned = time.perf_counter()
         one_task = plan.estimate < self.fan_out_min_actions
         work = SidecarWork(
@@ -348,104 +324,10 @@ class CheckpointRunner:
             start=start,
         )
 
-    def _plan_v2(
-        self, store: LogStore, delta: LogDelta, config: TableConfiguration, now_ms: int
-    ) -> _V2Plan:
-        """How many shards, and what builds each: the previous checkpoint's
-        sidecars that can be reused, and jobs for the rest (from those
-        sidecars where they align with the new shards, else from a shuffle of
-        the previous checkpoint)."""
-        layout = CheckpointLayout.for_table(config)
-        cutoff = now_ms - config.deleted_file_retention_ms
-        previous = delta.previous
-        estimate = estimated_file_actions(store, previous)
-        estimate += delta.adds.num_rows + delta.removes.num_rows
-        num_shards = choose_num_shards(
-            estimate,
-            target_actions_per_sidecar=self.target_actions_per_sidecar,
-            previous_num_shards=None if previous is None else previous.previous_num_shards(),
-        )
-        aligned = AlignedSidecars({}) if previous is None else previous.aligned_sidecars(num_shards)
-        # every key of this checkpoint is relative to the table root (shards, exclusion, index)
-        root = delta.head.table_root
-        delta_parts = split_delta(delta.adds, delta.removes, num_shards, table_root=root)
-        plan = _V2Plan(estimate=estimate, num_shards=num_shards, cutoff=cutoff)
-        if aligned is not None:
-            self._plan_from_aligned(store, delta, layout, aligned, delta_parts, plan)
-        else:
-            assert previous is not None
-            plan.source = "shuffle"
-            plan.pieces = checkpoint_pieces(store, previous)
-            plan.exclude = delta.touched_key_strings()
-            plan.jobs = [
-                ShardJob(shard, num_shards, None, None, *delta_parts[shard], root)
-                for shard in range(num_shards)
-            ]
-        return plan
-
-    def _plan_from_aligned(
-        self,
-        store: LogStore,
-        delta: LogDelta,
-        layout: CheckpointLayout,
-        aligned: AlignedSidecars,
-        delta_parts: list[tuple[pa.Table, pa.Table]],
-        plan: _V2Plan,
-    ) -> None:
-        """Fill ``plan`` from the previous sidecars aligned with its shards:
-        which are reused as they are, a job per shard to rebuild, and the
-        overflow sidecar's fate."""
-        num_shards, root = plan.num_shards, delta.head.table_root
-        fingerprints = self._fingerprints(store, aligned, delta_parts)
-        reuse = plan_aligned(
-            aligned,
-            delta_parts,
-            fingerprints,
-            layout=layout.fingerprint,
-            tombstone_cutoff_ms=plan.cutoff,
-            max_overflow_actions=self.max_overflow_actions,
-        )
-        plan.checked = reuse.checked_shards
-        plan.reused = dict(reuse.reuse)
-        if reuse.overflow == "reuse" and aligned.overflow is not None:
-            plan.reused[OVERFLOW_SHARD] = aligned.overflow
-        overflow_path = None if aligned.overflow is None else sidecar_path(store, aligned.overflow)
-        for shard in sorted(reuse.rebuild):
-            previous_sidecar = aligned.base.get(shard)
-            from_overflow = overflow_path if shard in aligned.overflow_shards else None
-            shard_adds, shard_removes = delta_parts[shard]
-            if previous_sidecar is None and from_overflow is None:
-                if not (shard_adds.num_rows or shard_removes.num_rows):
-                    continue
-            else:
-                plan.source = "sidecars"
-            plan.jobs.append(
-                ShardJob(
-                    shard,
-                    num_shards,
-                    None if previous_sidecar is None else sidecar_path(store, previous_sidecar),
-                    from_overflow,
-                    shard_adds,
-                    shard_removes,
-                    root,
-                )
-            )
-        if reuse.overflow == "rewrite":
-            stays = [delta_parts[s] for s in sorted(reuse.overflow_shards)]
-            plan.overflow_job = OverflowJob(
-                num_shards,
-                overflow_path,
-                reuse.rebuild,
-                concat_rows([a for a, _ in stays], delta.adds),
-                concat_rows([r for _, r in stays], delta.removes),
-                delta.touched_key_strings(),
-                root,
-            )
-
     def _v2_summary(
         self,
         delta: LogDelta,
-        plan: _V2Plan,
+        plan: SidecarPlan,
         name: str,
         info: LastCheckpointInfo,
         sidecars: list[Sidecar],
@@ -591,24 +473,6 @@ class CheckpointRunner:
             for _ in range(len(reused)):
                 self.metrics.shard_done(self.table_uri, 0)
         return written, [r.report for r in written] + map_reports
-
-    def _fingerprints(
-        self,
-        store: LogStore,
-        aligned: AlignedSidecars,
-        delta_parts: list[tuple[pa.Table, pa.Table]],
-    ) -> dict[int, pa.Array | None]:
-        """The key index of every touched shard's previous sidecar (footers, read in parallel)."""
-        wanted = [
-            s
-            for s, (adds, removes) in enumerate(delta_parts)
-            if (adds.num_rows or removes.num_rows) and s in aligned.base
-        ]
-        if not wanted:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
-            found = pool.map(lambda s: read_fingerprints(store, aligned.base[s]), wanted)
-            return dict(zip(wanted, found, strict=True))
 
     def _collect(
         self, version: int, refs: dict[Any, int], num_reused: int
