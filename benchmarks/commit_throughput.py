@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,22 +72,33 @@ START_DELAY_S = 1.0
 
 
 class OursWriter:
-    """One writer process (a Ray actor): ``open_table`` + a commit loop."""
+    """One writer process (a Ray actor): ``open_table`` + a commit loop.
+
+    ``use_channel=None`` leaves the transport to ``open_table``'s default
+    (``RAYDELTA_CHANNEL``); ``storage_options`` go to ``open_table``."""
 
     def __init__(
-        self, uri: str, writer_id: int, api: str = "append", use_channel: bool = False
+        self,
+        uri: str,
+        writer_id: int,
+        api: str = "append",
+        use_channel: bool | None = False,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         self.uri = uri
         self.writer_id = writer_id
         self.api = api
         self.use_channel = use_channel
+        self.storage_options = storage_options
         self.table: Any = None
 
     def prepare(self) -> str:
         """Import, open the table and make one warm-up commit (not counted)."""
         from raydelta.actors.table.client import open_table
 
-        self.table = open_table(self.uri, use_channel=self.use_channel)
+        self.table = open_table(
+            self.uri, storage_options=self.storage_options, use_channel=self.use_channel
+        )
         record = self._commit_one("warmup")
         if not record["ok"]:
             raise RuntimeError(f"warm-up commit failed: {record['error']}")
@@ -155,7 +167,31 @@ def ours_setup() -> None:
 def ours_run(
     root: str, levels: list[int], seconds: float, api: str = "append", transport: str = "ray"
 ) -> dict[str, Any]:
-    """All levels in one Ray session; a fresh table per level."""
+    """All levels in one Ray session; a fresh local table per level."""
+    return ours_levels(
+        lambda level: Path(root, f"ours-{transport}-{level}").resolve().as_uri(),
+        levels,
+        seconds,
+        api=api,
+        use_channel=transport == "channel",
+        read_commits=lambda uri: local_commits(uri_path(uri)),
+    )
+
+
+def ours_levels(
+    uri_of: Callable[[int], str],
+    levels: list[int],
+    seconds: float,
+    *,
+    api: str = "append",
+    use_channel: bool | None = False,
+    storage_options: dict[str, str] | None = None,
+    read_commits: Callable[[str], Iterable[tuple[int, Iterable[str]]]],
+) -> dict[str, Any]:
+    """Our writers at every level, in one Ray session: a fresh table at
+    ``uri_of(level)`` per level, its log read back by ``read_commits(uri)``
+    (:func:`check_log`). The storage is the caller's: local folders here,
+    S3 in :mod:`benchmarks.s3_commits`."""
     import pyarrow as pa
     import ray
 
@@ -163,13 +199,16 @@ def ours_run(
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     writer_class: Any = ray.remote(num_cpus=0, max_restarts=0)(OursWriter)
-    use_channel = transport == "channel"
     out: dict[str, Any] = {}
     try:
         for level in levels:
-            uri = Path(root, f"ours-{transport}-{level}").resolve().as_uri()
-            table = create_table(uri, schema=pa.schema([("id", pa.int64())]))
-            writers = [writer_class.remote(uri, i, api, use_channel) for i in range(level)]
+            uri = uri_of(level)
+            table = create_table(
+                uri, schema=pa.schema([("id", pa.int64())]), storage_options=storage_options
+            )
+            writers = [
+                writer_class.remote(uri, i, api, use_channel, storage_options) for i in range(level)
+            ]
             warmup_paths = ray.get([w.prepare.remote() for w in writers])
             start_at = time.time() + START_DELAY_S
             per_writer = ray.get([w.run.remote(start_at, seconds) for w in writers])
@@ -177,7 +216,7 @@ def ours_run(
                 ray.kill(writer)
             ray.kill(table.actor)
             records = [r for rs in per_writer for r in rs]
-            check = verify_log(uri_path(uri), records, warmup_paths, id_key="txnId")
+            check = check_log(read_commits(uri), records, warmup_paths, id_key="txnId")
             out[str(level)] = summarise(records, start_at, check)
     finally:
         ray.shutdown()
@@ -229,12 +268,13 @@ def _peer_writer(
     checkpoints: bool,
     barrier: Any,
     queue: Any,
+    storage_options: dict[str, str] | None = None,
 ) -> None:
     """A delta-rs writer process: warm up, wait for the others, commit for ``seconds``."""
     from deltalake import DeltaTable, Schema
     from deltalake.transaction import PostCommitHookProperties
 
-    dt = DeltaTable(path)
+    dt = DeltaTable(path, storage_options=storage_options)
     schema = Schema.from_arrow(dt.schema().to_arrow())
     hooks = None if checkpoints else PostCommitHookProperties(create_checkpoint=False)
     warmup = _peer_commit_one(dt, schema, hooks, writer_id, "warmup")
@@ -255,6 +295,28 @@ def peer_setup() -> None:
 
 
 def peer_run(root: str, levels: list[int], seconds: float, checkpoints: bool) -> dict[str, Any]:
+    return peer_levels(
+        lambda level: str(Path(root, f"peer-{level}").resolve()),
+        levels,
+        seconds,
+        checkpoints=checkpoints,
+        read_commits=local_commits,
+    )
+
+
+def peer_levels(
+    uri_of: Callable[[int], str],
+    levels: list[int],
+    seconds: float,
+    *,
+    checkpoints: bool,
+    storage_options: dict[str, str] | None = None,
+    read_commits: Callable[[str], Iterable[tuple[int, Iterable[str]]]],
+    barrier_timeout_s: float = 120.0,
+    start_skew: bool = True,
+) -> dict[str, Any]:
+    """delta-rs's writers at every level (spawned processes), as
+    :func:`ours_levels`; ``start_skew``: report ``start_skew_s``."""
     import multiprocessing as mp
 
     import pyarrow as pa
@@ -263,17 +325,22 @@ def peer_run(root: str, levels: list[int], seconds: float, checkpoints: bool) ->
     ctx = mp.get_context("spawn")
     out: dict[str, Any] = {}
     for level in levels:
-        path = str(Path(root, f"peer-{level}").resolve())
-        DeltaTable.create(path, schema=pa.schema([("id", pa.int64())]))
+        path = uri_of(level)
+        DeltaTable.create(
+            path, schema=pa.schema([("id", pa.int64())]), storage_options=storage_options
+        )
         barrier = ctx.Barrier(level + 1)
         queue = ctx.Queue()
         procs = [
-            ctx.Process(target=_peer_writer, args=(path, i, seconds, checkpoints, barrier, queue))
+            ctx.Process(
+                target=_peer_writer,
+                args=(path, i, seconds, checkpoints, barrier, queue, storage_options),
+            )
             for i in range(level)
         ]
         for proc in procs:
             proc.start()
-        barrier.wait(timeout=120)
+        barrier.wait(timeout=barrier_timeout_s)
         start_at = time.time()
         bodies = [queue.get(timeout=seconds + 300) for _ in procs]
         for proc in procs:
@@ -282,10 +349,11 @@ def peer_run(root: str, levels: list[int], seconds: float, checkpoints: bool) ->
         failed_warmups = [w for w in warmups if not w["ok"]]
         records = [r for b in bodies for r in b["records"]]
         warmup_paths = [w["path"] for w in warmups if w["ok"]]
-        check = verify_log(path, records, warmup_paths, id_key="benchTxnId")
+        check = check_log(read_commits(path), records, warmup_paths, id_key="benchTxnId")
         summary = summarise(records, min(b["start_at"] for b in bodies), check)
         summary["failed_warmups"] = len(failed_warmups)
-        summary["start_skew_s"] = max(b["start_at"] for b in bodies) - start_at
+        if start_skew:
+            summary["start_skew_s"] = max(b["start_at"] for b in bodies) - start_at
         out[str(level)] = summary
     return out
 
@@ -300,29 +368,50 @@ def uri_path(uri: str) -> str:
 def verify_log(
     table_path: str, records: list[dict[str, Any]], warmup_paths: list[str], *, id_key: str
 ) -> dict[str, Any]:
-    """Read the final log back and check every writer's claims against it.
+    """:func:`check_log` on the log of the local table at ``table_path``."""
+    return check_log(local_commits(table_path), records, warmup_paths, id_key=id_key)
+
+
+def local_commits(table_path: str) -> Iterator[tuple[int, list[str]]]:
+    """``(version, lines)`` of each ``<version>.json`` in a local ``_delta_log``."""
+    log = Path(table_path, "_delta_log")
+    versions = sorted(int(p.name.split(".")[0]) for p in log.glob("*.json"))
+    for version in versions:
+        with open(log / f"{version:020d}.json", encoding="utf-8") as handle:
+            lines = list(handle)
+        yield version, lines
+
+
+def check_log(
+    commits: Iterable[tuple[int, Iterable[str]]],
+    records: list[dict[str, Any]],
+    warmup_paths: list[str],
+    *,
+    id_key: str,
+) -> dict[str, Any]:
+    """Check every writer's claims against the final log, ``(version, lines)``
+    of each commit in version order (whatever storage it was read from).
 
     ``lost``: acknowledged, but its path is not in the log, or (when the writer
     was told a version) not in that version's file, or its id not with it.
     ``duplicated``: a path added by more than one commit.
     ``failed_but_present``: reported failed, yet its path is in the log.
     """
-    log = Path(table_path, "_delta_log")
-    versions = sorted(int(p.name.split(".")[0]) for p in log.glob("*.json"))
+    versions: list[int] = []
     path_versions: dict[str, list[int]] = {}
     path_ids: dict[str, str | None] = {}
-    for version in versions:
+    for version, lines in commits:
+        versions.append(version)
         commit_id: str | None = None
         adds: list[str] = []
-        with open(log / f"{version:020d}.json", encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                action = json.loads(line)
-                if "commitInfo" in action:
-                    commit_id = action["commitInfo"].get(id_key)
-                elif "add" in action:
-                    adds.append(action["add"]["path"])
+        for line in lines:
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "commitInfo" in action:
+                commit_id = action["commitInfo"].get(id_key)
+            elif "add" in action:
+                adds.append(action["add"]["path"])
         for add in adds:
             path_versions.setdefault(add, []).append(version)
             path_ids[add] = commit_id

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
 from raydelta.protocol.errors import CorruptLogError
 from raydelta.protocol.json_numbers import Int, Long
+from raydelta.protocol.statistics import num_records_of
 
 
 class ActionModel(BaseModel):
@@ -96,14 +97,33 @@ class AddFile(ActionModel):
 
     @property
     def num_records(self) -> int | None:
-        """``numRecords`` from the JSON stats, or None when absent."""
-        if not self.stats:
-            return None
-        try:
-            value = json.loads(self.stats).get("numRecords")
-        except (ValueError, AttributeError):
-            return None
-        return value if isinstance(value, int) else None
+        """``numRecords`` from the JSON stats, or None when absent
+        (:func:`~raydelta.protocol.statistics.num_records_of`)."""
+        return num_records_of(self.stats)
+
+    def to_remove(
+        self, *, deletion_timestamp: int, data_change: bool = True, keep_stats_and_tags: bool = True
+    ) -> RemoveFile:
+        """The ``remove`` that retires this file, as delta-spark's
+        ``AddFile.removeWithTimestamp`` builds it: ``extendedFileMetadata``
+        with the add's partition values, size, deletion vector and
+        row-tracking fields, and its ``stats`` and ``tags`` unless
+        ``keep_stats_and_tags`` is false (then they stay absent)."""
+        kept: dict[str, Any] = (
+            {"stats": self.stats, "tags": self.tags} if keep_stats_and_tags else {}
+        )
+        return RemoveFile(
+            path=self.path,
+            deletionTimestamp=deletion_timestamp,
+            dataChange=data_change,
+            extendedFileMetadata=True,
+            partitionValues=self.partition_values,
+            size=self.size,
+            **kept,
+            deletionVector=self.deletion_vector,
+            baseRowId=self.base_row_id,
+            defaultRowCommitVersion=self.default_row_commit_version,
+        )
 
 
 class RemoveFile(ActionModel):

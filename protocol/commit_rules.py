@@ -322,8 +322,21 @@ def validate_commit(
     if check_values:
         check_file_values(by_kind, after, table_root=table_root, allow_external=allow_external)
 
+    if _count(kinds, DomainMetadata):
+        _check_domains(actions, after, managed_system_domains)
+    _check_file_actions(actions, kinds, after, before, final=final)
+    if final:
+        _check_commit_info(actions, after)
+    return after
+
+
+def _check_domains(
+    actions: Sequence[Action], after: TableConfiguration, managed_system_domains: frozenset[str]
+) -> None:
+    """``domainMetadata`` needs its table feature; of the ``delta.`` domains
+    only ``managed_system_domains`` may be written."""
     supported = after.supported_features
-    for action in actions if _count(kinds, DomainMetadata) else ():
+    for action in actions:
         if isinstance(action, DomainMetadata):
             if DOMAIN_METADATA not in supported:
                 raise IllegalActionError(
@@ -334,11 +347,6 @@ def validate_commit(
                     f"system domain {action.domain!r} is reserved to the Delta client; "
                     f"raydelta manages only {sorted(managed_system_domains)}"
                 )
-
-    _check_file_actions(actions, kinds, after, before, final=final)
-    if final:
-        _check_commit_info(actions, after)
-    return after
 
 
 def _first(actions: Sequence[Action], kinds: Counter[type], kind: type[_A]) -> _A | None:

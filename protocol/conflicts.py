@@ -465,6 +465,14 @@ def _check_winner(
             version,
         )
 
+    _check_appends(winner, ctx, after)
+    _check_removes(winner, ctx, after)
+    return protocol, metadata
+
+
+def _check_appends(winner: WinningCommit, ctx: _Context, after: str) -> None:
+    """Rule 5 (module docstring): files added that this transaction should have read."""
+    version = winner.version
     if ctx.isolation is not IsolationLevel.SNAPSHOT_ISOLATION and not (
         ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
         and winner.is_blind_append
@@ -481,6 +489,11 @@ def _check_winner(
                 version,
             )
 
+
+def _check_removes(winner: WinningCommit, ctx: _Context, after: str) -> None:
+    """Rules 6 and 7 (module docstring): files removed that this transaction
+    read, or removes too."""
+    version = winner.version
     read = ctx.read_set
     root = ctx.table_root
     read_paths = {canonical_path(f.path, root): f for f in read.files_read}
@@ -527,7 +540,6 @@ def _check_winner(
                 f"{_file_label(removed.path, where)}, which this transaction removes too, {after}",
                 version,
             )
-    return protocol, metadata
 
 
 def check_conflicts(

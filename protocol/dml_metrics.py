@@ -67,10 +67,9 @@ class FileChangeCounts(BaseModel):
         )
 
 
-class DeleteMetrics(DmlMetrics):
-    """``Table.delete``'s report; delta-spark's DELETE metrics."""
+class _RewrittenFiles(DmlMetrics):
+    """The file counts DELETE and UPDATE both report."""
 
-    num_deleted_rows: int = 0
     num_added_files: int = 0
     num_removed_files: int = 0
     num_copied_rows: int = 0
@@ -81,30 +80,43 @@ class DeleteMetrics(DmlMetrics):
     num_deletion_vectors_added: int = 0
     num_deletion_vectors_removed: int = 0
     num_deletion_vectors_updated: int = 0
+
+
+class _RewriteTimes(DmlMetrics):
+    """The timings DELETE and UPDATE both report."""
+
+    execution_time_ms: int = 0
+    scan_time_ms: int = 0
+    rewrite_time_ms: int = 0
+
+
+class _DeletedRows(DmlMetrics):
+    num_deleted_rows: int = 0
+
+
+class _SkippedFiles(DmlMetrics):
     num_files_before_skipping: int = 0
     num_files_after_skipping: int = 0
-    execution_time_ms: int = 0
-    scan_time_ms: int = 0
-    rewrite_time_ms: int = 0
 
 
-class UpdateMetrics(DmlMetrics):
-    """``Table.update``'s report; delta-spark's UPDATE metrics."""
-
+class _UpdatedRows(DmlMetrics):
     num_updated_rows: int = 0
-    num_added_files: int = 0
-    num_removed_files: int = 0
-    num_copied_rows: int = 0
-    num_added_change_files: int = 0
-    change_file_bytes: int = 0
-    num_added_bytes: int = 0
-    num_removed_bytes: int = 0
-    num_deletion_vectors_added: int = 0
-    num_deletion_vectors_removed: int = 0
-    num_deletion_vectors_updated: int = 0
-    execution_time_ms: int = 0
-    scan_time_ms: int = 0
-    rewrite_time_ms: int = 0
+
+
+# The reports below keep delta-spark's field order, the order of
+# ``commitInfo.operationMetrics``: pydantic lists a model's fields base by
+# base from its LAST base to its first, so each report names its parts last
+# to first (tests/protocol/test_dml_metrics.py holds the order).
+
+
+class DeleteMetrics(_RewriteTimes, _SkippedFiles, _RewrittenFiles, _DeletedRows):
+    """``Table.delete``'s report; delta-spark's DELETE metrics: rows deleted,
+    the files rewritten, files before and after skipping, timings."""
+
+
+class UpdateMetrics(_RewriteTimes, _RewrittenFiles, _UpdatedRows):
+    """``Table.update``'s report; delta-spark's UPDATE metrics: rows updated,
+    the files rewritten, timings."""
 
 
 class RestoreMetrics(DmlMetrics):

@@ -1,4 +1,4 @@
-"""Spark SQL types and implicit coercions for :mod:`raydelta.protocol.expressions`.
+"""Spark SQL types and implicit coercions for :mod:`raydelta.protocol.expression_evaluation`.
 
 Invariants:
 - :func:`common_type` picks the type two or more operands are brought to,

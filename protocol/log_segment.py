@@ -64,6 +64,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import NoReturn
 
 from raydelta.protocol.actions import Action, CheckpointMetadata, Sidecar
 from raydelta.protocol.errors import (
@@ -217,6 +218,51 @@ def build_log_segment(
         raise VersionNotFoundError(f"cannot load version {target_version}: versions start at 0")
 
     ratified = _index_ratified(ratified_commits)
+    cap = _catalog_cap(ratified, catalog_latest_version)
+    commits, checkpoint_files, compaction_files, checksums = _files_by_kind(listing, cap)
+    commits.update(ratified)
+
+    checkpoints = _complete_checkpoints(checkpoint_files, last_checkpoint_hint)
+    if not commits and not checkpoints:
+        raise TableNotFoundError("no commits and no checkpoint found in _delta_log")
+
+    latest = max(max(commits, default=-1), max(checkpoints, default=-1))
+    target = latest if target_version is None else target_version
+    if target > latest:
+        raise VersionNotFoundError(
+            f"cannot load version {target}: the latest available version is {latest}"
+        )
+
+    checkpoint_version = max((v for v in checkpoints if v <= target), default=None)
+    checkpoint = None if checkpoint_version is None else checkpoints[checkpoint_version]
+    start = 0 if checkpoint_version is None else checkpoint_version + 1
+
+    if checkpoint is None and 0 not in commits:
+        _refuse_without_start(commits, checkpoints, target, asked=target_version is not None)
+
+    segment_versions = [v for v in sorted(commits) if start <= v <= target]
+    _check_contiguous(
+        segment_versions,
+        checkpoint_version=checkpoint_version,
+        target=target,
+        next_available=_next_available(commits, checkpoints, target),
+    )
+    segment_commits = tuple(commits[v] for v in segment_versions)
+    compactions = _choose_compactions(
+        compaction_files, start=start, target=target, catalog_versions=set(ratified)
+    )
+    return LogSegment(
+        version=target,
+        checkpoint=checkpoint,
+        commits=segment_commits,
+        compactions=compactions,
+        checksum=checksums.get(target),
+    )
+
+
+def _catalog_cap(ratified: dict[int, LogFile], catalog_latest_version: int | None) -> int | None:
+    """The newest version a catalog-managed table may read (None: no catalog):
+    the catalog's latest version, else its newest ratified commit."""
     cap = catalog_latest_version
     if cap is None and ratified:
         cap = max(ratified)
@@ -224,7 +270,14 @@ def build_log_segment(
         raise InvalidTableError(
             f"the catalog ratified version {max(ratified)} beyond its latest version {cap}"
         )
+    return cap
 
+
+def _files_by_kind(
+    listing: Iterable[LogFile], cap: int | None
+) -> tuple[dict[int, LogFile], list[LogFile], list[LogFile], dict[int, LogFile]]:
+    """The listing's commits (by version), non-empty checkpoint and compaction
+    files, and checksums (by version), none past ``cap``."""
     commits: dict[int, LogFile] = {}
     checkpoint_files: list[LogFile] = []
     compaction_files: list[LogFile] = []
@@ -244,63 +297,34 @@ def build_log_segment(
                 compaction_files.append(f)
         elif f.kind is LogFileKind.CHECKSUM and not f.is_empty:
             checksums[version] = f
-    commits.update(ratified)
+    return commits, checkpoint_files, compaction_files, checksums
 
-    checkpoints = _complete_checkpoints(checkpoint_files, last_checkpoint_hint)
-    if not commits and not checkpoints:
-        raise TableNotFoundError("no commits and no checkpoint found in _delta_log")
 
-    latest = max(max(commits, default=-1), max(checkpoints, default=-1))
-    target = latest if target_version is None else target_version
-    if target > latest:
+def _refuse_without_start(
+    commits: dict[int, LogFile], checkpoints: dict[int, CheckpointRef], target: int, *, asked: bool
+) -> NoReturn:
+    """No checkpoint at or before ``target`` and no commit 0: the version
+    cannot be rebuilt (``asked``: a version was asked for, else the latest)."""
+    if not commits:  # only checkpoints, all newer than the target
         raise VersionNotFoundError(
-            f"cannot load version {target}: the latest available version is {latest}"
+            f"cannot reconstruct version {target}: the earliest checkpoint is version "
+            f"{min(checkpoints)} and no commits are left before it"
         )
-
-    checkpoint_version = max((v for v in checkpoints if v <= target), default=None)
-    checkpoint = None if checkpoint_version is None else checkpoints[checkpoint_version]
-    start = 0 if checkpoint_version is None else checkpoint_version + 1
-
-    if checkpoint is None and 0 not in commits:
-        if not commits:  # only checkpoints, all newer than the target
-            raise VersionNotFoundError(
-                f"cannot reconstruct version {target}: the earliest checkpoint is version "
-                f"{min(checkpoints)} and no commits are left before it"
+    earliest = min(commits)
+    earliest_checkpoint = min(checkpoints, default=None)
+    if asked:
+        raise VersionNotFoundError(
+            f"cannot reconstruct version {target}: there is no checkpoint at or before it "
+            f"and the earliest available commit is version {earliest}"
+            + (
+                f" (earliest checkpoint: version {earliest_checkpoint})"
+                if earliest_checkpoint is not None
+                else ""
             )
-        earliest = min(commits)
-        earliest_checkpoint = min(checkpoints, default=None)
-        if target_version is not None:
-            raise VersionNotFoundError(
-                f"cannot reconstruct version {target}: there is no checkpoint at or before it "
-                f"and the earliest available commit is version {earliest}"
-                + (
-                    f" (earliest checkpoint: version {earliest_checkpoint})"
-                    if earliest_checkpoint is not None
-                    else ""
-                )
-            )
-        raise InvalidTableError(
-            f"the log has no checkpoint and its first commit is version {earliest}, not 0: "
-            "earlier commits are missing"
         )
-
-    segment_versions = [v for v in sorted(commits) if start <= v <= target]
-    _check_contiguous(
-        segment_versions,
-        checkpoint_version=checkpoint_version,
-        target=target,
-        next_available=_next_available(commits, checkpoints, target),
-    )
-    segment_commits = tuple(commits[v] for v in segment_versions)
-    compactions = _choose_compactions(
-        compaction_files, start=start, target=target, catalog_versions=set(ratified)
-    )
-    return LogSegment(
-        version=target,
-        checkpoint=checkpoint,
-        commits=segment_commits,
-        compactions=compactions,
-        checksum=checksums.get(target),
+    raise InvalidTableError(
+        f"the log has no checkpoint and its first commit is version {earliest}, not 0: "
+        "earlier commits are missing"
     )
 
 

@@ -183,6 +183,23 @@ def lossless_problem(
         if (source.tz is None) != (target.tz is None):
             return bad
         return None
+    if (
+        pa.types.is_struct(target)
+        or pa.types.is_list(target)
+        or pa.types.is_large_list(target)
+        or pa.types.is_map(target)
+    ):
+        return _nested_lossless_problem(source, target, path)
+    return bad
+
+
+def _nested_lossless_problem(
+    source: pa.DataType, target: pa.DataType, path: str
+) -> tuple[str, pa.DataType, pa.DataType] | None:
+    """:func:`lossless_problem` for a struct, list or map ``target``: the
+    same kind of container, then each child (struct fields by name, case
+    aside)."""
+    bad = (path, target, source)
     if pa.types.is_struct(target):
         if not pa.types.is_struct(source):
             return bad

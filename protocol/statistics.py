@@ -131,6 +131,22 @@ def parse_stats(json_text: str | None) -> FileStatistics | None:
         return None
 
 
+def num_records_of(stats: str | None) -> int | None:
+    """``numRecords`` of a ``stats`` string: None when the text is absent or
+    empty, not a JSON object, or its ``numRecords`` is absent or not an int.
+
+    Lighter than :func:`parse_stats` (nothing else is validated), and
+    stricter about the count: no coercion, only a JSON integer counts (and
+    ``true``, Python's ``bool`` being an ``int``)."""
+    if not stats:
+        return None
+    try:
+        value = json.loads(stats).get(NUM_RECORDS)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
 # --- typed schema ---------------------------------------------------------------------
 
 

@@ -457,6 +457,41 @@ def _implemented(name: str, implemented: frozenset[str], *, reading: bool) -> bo
 # --- upgrade ----------------------------------------------------------------------------
 
 
+def _requested(reader_features: Iterable[str], writer_features: Iterable[str]) -> list[str]:
+    """Every feature asked for (readers first), each a known one; a reader
+    feature must be a reader-writer feature."""
+    requested_reader = list(reader_features)
+    requested = [*requested_reader, *writer_features]
+    for name in requested:
+        if feature(name) is None:
+            raise UnsupportedTableFeatureException(f"unknown table feature {name!r}")
+    for name in requested_reader:
+        known = feature(name)
+        if known is not None and not known.is_reader_writer:
+            raise InvalidProtocolError(f"{name!r} is a writer-only feature, not a reader feature")
+    return requested
+
+
+def _features_to_add(current: Protocol, requested: list[str]) -> list[str]:
+    """The requested features ``current`` lacks and the features they
+    require, in the order they are met (none twice under another name)."""
+    existing = supported_features(current)
+    new: list[str] = []
+    queue = list(requested)
+    while queue:
+        name = queue.pop(0)
+        if name in existing or any(n in new for n in same_feature_names(name)):
+            continue
+        known = feature(name)
+        # A feature added is written by its catalogue name, whichever
+        # spelling was asked for (``inCommitTimestamps`` is written
+        # ``inCommitTimestamp``); names already listed are kept as they are.
+        new.append(known.name if known is not None else name)
+        if known is not None:
+            queue.extend(known.requires)
+    return new
+
+
 def upgrade_protocol(
     current: Protocol,
     *,
@@ -475,30 +510,7 @@ def upgrade_protocol(
     the names ``current`` lists are kept as they are. Returns ``current``
     itself when nothing is missing.
     """
-    requested_reader = list(reader_features)
-    requested = [*requested_reader, *writer_features]
-    for name in requested:
-        if feature(name) is None:
-            raise UnsupportedTableFeatureException(f"unknown table feature {name!r}")
-    for name in requested_reader:
-        known = feature(name)
-        if known is not None and not known.is_reader_writer:
-            raise InvalidProtocolError(f"{name!r} is a writer-only feature, not a reader feature")
-
-    existing = supported_features(current)
-    new: list[str] = []
-    queue = list(requested)
-    while queue:
-        name = queue.pop(0)
-        if name in existing or any(n in new for n in same_feature_names(name)):
-            continue
-        known = feature(name)
-        # A feature added is written by its catalogue name, whichever
-        # spelling was asked for (``inCommitTimestamps`` is written
-        # ``inCommitTimestamp``); names already listed are kept as they are.
-        new.append(known.name if known is not None else name)
-        if known is not None:
-            queue.extend(known.requires)
+    new = _features_to_add(current, _requested(reader_features, writer_features))
     if not new:
         return current
 

@@ -10,6 +10,11 @@ the same command.
 
 Exit codes: 0 done; 1 a Delta error (stderr starts with its class name);
 2 bad arguments or a missing file.
+
+This module defines the ``checkpoint`` command once: its options
+(:func:`add_arguments`) and its run (:func:`command`) are what
+``raydelta checkpoint`` (:mod:`raydelta.cli.checkpoint`) registers. Only
+:func:`main` is this module's own, and it stays (see its docstring).
 """
 
 from __future__ import annotations
@@ -177,6 +182,17 @@ def command(args: argparse.Namespace, *, trigger: str = "job") -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The Ray job's entry point: ``python -m raydelta.actors.checkpoint.job``.
+
+    Why a second ``main`` beside ``raydelta checkpoint``: jobs are submitted
+    as this module (``ray_cluster.yaml``, ``tests/cluster/test_autoscaling.py``)
+    and tests call it; it runs with ``trigger="job"`` (progress on by
+    default, ``"trigger": "job"`` in the summary) and takes the URI as
+    given. It cannot hand its arguments to the CLI's parser: ``actors`` may
+    not import the face (``raydelta.cli``; ``tests/test_layering.py``). So
+    it builds a parser from the same :func:`add_arguments` and maps errors
+    to the same exit codes as :func:`raydelta.cli.app.main`.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m raydelta.actors.checkpoint.job", description=__doc__.split("\n\n")[0]
     )

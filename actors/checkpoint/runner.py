@@ -33,11 +33,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Literal
 
-import pyarrow as pa
 import ray
 
 from raydelta.actors.checkpoint.one_task import (
@@ -56,12 +54,10 @@ from raydelta.actors.checkpoint.results import (
     TopLevel,
     Trigger,
 )
+from raydelta.actors.checkpoint.sidecar_plan import SidecarPlan, plan_sidecars
 from raydelta.actors.checkpoint.tasks import (
     OVERFLOW_SHARD,
-    OverflowJob,
-    ShardJob,
     ShardResult,
-    concat_rows,
     cpu_nodes,
     map_piece,
     max_node_cpus,
@@ -74,23 +70,18 @@ from raydelta.actors.faults import crash_point
 from raydelta.protocol.actions import Metadata, Protocol, Sidecar
 from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
-    choose_num_shards,
     sidecar_counts,
     table_configuration,
 )
-from raydelta.protocol.checkpoint_schema import CheckpointLayout
 from raydelta.protocol.errors import CheckpointWriteError
 from raydelta.protocol.file_names import classic_checkpoint_name, uuid_checkpoint_name
+from raydelta.protocol.last_checkpoint import LastCheckpointInfo
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import V2_CHECKPOINT
-from raydelta.storage.checkpoint.fingerprints import read_fingerprints
-from raydelta.storage.checkpoint.incremental import AlignedSidecars, plan_aligned
-from raydelta.storage.checkpoint.shards import group_bounds, split_delta
+from raydelta.storage.checkpoint.shards import group_bounds
 from raydelta.storage.checkpoint.sources import (
     LogDelta,
-    SourcePiece,
     checkpoint_pieces,
-    estimated_file_actions,
     read_log_delta,
 )
 from raydelta.storage.checkpoint.writer import (
@@ -98,7 +89,6 @@ from raydelta.storage.checkpoint.writer import (
     write_last_checkpoint,
     write_v2_checkpoint,
 )
-from raydelta.storage.log.reader import sidecar_path
 from raydelta.storage.log.store import LogStore, log_store_for
 
 logger = logging.getLogger(__name__)
@@ -313,97 +303,37 @@ class CheckpointRunner:
         trigger: Trigger,
         start: float,
     ) -> CheckpointSummary:
+        """Plan the sidecars (:func:`~raydelta.actors.checkpoint.sidecar_plan.plan_sidecars`),
+        write them (one task or fanned out), then the top-level file and
+        ``_last_checkpoint``."""
         protocol, metadata = delta.head.protocol, delta.head.metadata
         assert protocol is not None and metadata is not None  # table_configuration checked
-        layout = CheckpointLayout.for_table(config)
-        cutoff = now_ms - config.deleted_file_retention_ms
-        previous = delta.previous
-        estimate = estimated_file_actions(store, previous)
-        estimate += delta.adds.num_rows + delta.removes.num_rows
-        num_shards = choose_num_shards(
-            estimate,
+        plan = plan_sidecars(
+            store,
+            delta,
+            config,
+            now_ms,
             target_actions_per_sidecar=self.target_actions_per_sidecar,
-            previous_num_shards=None if previous is None else previous.previous_num_shards(),
+            max_overflow_actions=self.max_overflow_actions,
         )
-        aligned = AlignedSidecars({}) if previous is None else previous.aligned_sidecars(num_shards)
-        # every key of this checkpoint is relative to the table root (shards, exclusion, index)
-        root = delta.head.table_root
-        delta_parts = split_delta(delta.adds, delta.removes, num_shards, table_root=root)
-        jobs: list[ShardJob] = []
-        overflow_job: OverflowJob | None = None
-        pieces: list[SourcePiece] = []
-        exclude = pa.array([], type=pa.string())
-        reused: dict[int, Sidecar] = {}
-        source: Literal["none", "sidecars", "shuffle", "stream"] = "none"
-        checked = 0
-        if aligned is not None:
-            fingerprints = self._fingerprints(store, aligned, delta_parts)
-            plan = plan_aligned(
-                aligned,
-                delta_parts,
-                fingerprints,
-                layout=layout.fingerprint,
-                tombstone_cutoff_ms=cutoff,
-                max_overflow_actions=self.max_overflow_actions,
-            )
-            checked = plan.checked_shards
-            reused = dict(plan.reuse)
-            if plan.overflow == "reuse" and aligned.overflow is not None:
-                reused[OVERFLOW_SHARD] = aligned.overflow
-            overflow_path = (
-                None if aligned.overflow is None else sidecar_path(store, aligned.overflow)
-            )
-            for shard in sorted(plan.rebuild):
-                previous_sidecar = aligned.base.get(shard)
-                from_overflow = overflow_path if shard in aligned.overflow_shards else None
-                shard_adds, shard_removes = delta_parts[shard]
-                if previous_sidecar is None and from_overflow is None:
-                    if not (shard_adds.num_rows or shard_removes.num_rows):
-                        continue
-                else:
-                    source = "sidecars"
-                jobs.append(
-                    ShardJob(
-                        shard,
-                        num_shards,
-                        None if previous_sidecar is None else sidecar_path(store, previous_sidecar),
-                        from_overflow,
-                        shard_adds,
-                        shard_removes,
-                        root,
-                    )
-                )
-            if plan.overflow == "rewrite":
-                stays = [delta_parts[s] for s in sorted(plan.overflow_shards)]
-                overflow_job = OverflowJob(
-                    num_shards,
-                    overflow_path,
-                    plan.rebuild,
-                    concat_rows([a for a, _ in stays], delta.adds),
-                    concat_rows([r for _, r in stays], delta.removes),
-                    delta.touched_key_strings(),
-                    root,
-                )
-        else:
-            assert previous is not None
-            source = "shuffle"
-            pieces = checkpoint_pieces(store, previous)
-            exclude = delta.touched_key_strings()
-            jobs = [
-                ShardJob(shard, num_shards, None, None, *delta_parts[shard], root)
-                for shard in range(num_shards)
-            ]
         planned = time.perf_counter()
-        one_task = estimate < self.fan_out_min_actions
-        work = SidecarWork(tuple(pieces), num_shards, exclude, root, tuple(jobs), overflow_job)
-        args = (protocol, metadata, now_ms, cutoff)
+        one_task = plan.estimate < self.fan_out_min_actions
+        work = SidecarWork(
+            tuple(plan.pieces),
+            plan.num_shards,
+            plan.exclude,
+            delta.head.table_root,
+            tuple(plan.jobs),
+            plan.overflow_job,
+        )
+        args = (protocol, metadata, now_ms, plan.cutoff)
         if one_task:
-            written, reports = self._in_one_task(delta.version, work, args, reused)
+            written, reports = self._in_one_task(delta.version, work, args, plan.reused)
         else:
-            written, reports = self._fanned_out(delta.version, work, args, reused)
+            written, reports = self._fanned_out(delta.version, work, args, plan.reused)
         sidecars_at = time.perf_counter()
         crash_point("after_sidecars")
-        by_shard = dict(reused)
+        by_shard = dict(plan.reused)
         by_shard.update({r.shard: r.sidecar for r in written if r.sidecar is not None})
         sidecars = [by_shard[s] for s in sorted(by_shard) if s != OVERFLOW_SHARD]
         if OVERFLOW_SHARD in by_shard:
@@ -423,42 +353,75 @@ class CheckpointRunner:
         )
         crash_point("before_last_checkpoint")
         write_last_checkpoint(store, info)
-        name = uuid_checkpoint_name(delta.version, file_id, top_level)
         phases = {
             "plan": planned - start,
             "sidecars": sidecars_at - planned,
             "top_level": time.perf_counter() - sidecars_at,
         }
+        return self._v2_summary(
+            delta,
+            plan,
+            uuid_checkpoint_name(delta.version, file_id, top_level),
+            info,
+            sidecars,
+            written,
+            reports,
+            overflow_actions=sum(overflow_counts or (0, 0)),
+            execution="one_task" if one_task else "fan_out",
+            trigger=trigger,
+            phases=phases,
+            start=start,
+        )
+
+    def _v2_summary(
+        self,
+        delta: LogDelta,
+        plan: SidecarPlan,
+        name: str,
+        info: LastCheckpointInfo,
+        sidecars: list[Sidecar],
+        written: list[ShardResult],
+        reports: list[TaskReport],
+        *,
+        overflow_actions: int,
+        execution: Literal["one_task", "fan_out"],
+        trigger: Trigger,
+        phases: dict[str, float],
+        start: float,
+    ) -> CheckpointSummary:
+        """The summary of a published V2 checkpoint (metrics and the last
+        progress report included)."""
         new_sidecars = [r.sidecar for r in written if r.sidecar is not None]
         sidecar_bytes = sum(s.size_in_bytes for s in sidecars)
         top_bytes = (info.size_in_bytes or 0) - sidecar_bytes
         bytes_written = top_bytes + sum(s.size_in_bytes for s in new_sidecars)
         if self.metrics is not None:
             self.metrics.shard_done(self.table_uri, top_bytes)
+        reused = plan.reused
         summary = CheckpointSummary(
             tableUri=self.table_uri,
             version=delta.version,
             kind="v2",
             topLevel=name,
             trigger=trigger,
-            source=source,
+            source=plan.source,
             filesWritten=[f"_sidecars/{s.path}" for s in new_sidecars] + [name],
             sidecarsWritten=len(new_sidecars),
             sidecarsReused=len(reused),
-            numShards=num_shards,
-            shardsChecked=checked,
-            overflowActions=sum(overflow_counts or (0, 0)),
+            numShards=plan.num_shards,
+            shardsChecked=plan.checked,
+            overflowActions=overflow_actions,
             numAdds=info.num_of_add_files or 0,
             numActions=info.size,
             bytesWritten=bytes_written,
             checkpointBytes=info.size_in_bytes or 0,
             seconds=time.perf_counter() - start,
             commitsSincePrevious=delta.num_commits,
-            previousVersion=None if previous is None else previous.version,
+            previousVersion=None if delta.previous is None else delta.previous.version,
             actorPeakRssMb=peak_rss_mb(),
             phases=phases,
             tasks=reports,
-            execution="one_task" if one_task else "fan_out",
+            execution=execution,
         )
         self._progress(
             Progress(
@@ -559,24 +522,6 @@ class CheckpointRunner:
             for _ in range(len(reused)):
                 self.metrics.shard_done(self.table_uri, 0)
         return written, [r.report for r in written] + map_reports
-
-    def _fingerprints(
-        self,
-        store: LogStore,
-        aligned: AlignedSidecars,
-        delta_parts: list[tuple[pa.Table, pa.Table]],
-    ) -> dict[int, pa.Array | None]:
-        """The key index of every touched shard's previous sidecar (footers, read in parallel)."""
-        wanted = [
-            s
-            for s, (adds, removes) in enumerate(delta_parts)
-            if (adds.num_rows or removes.num_rows) and s in aligned.base
-        ]
-        if not wanted:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
-            found = pool.map(lambda s: read_fingerprints(store, aligned.base[s]), wanted)
-            return dict(zip(wanted, found, strict=True))
 
     def _collect(
         self, version: int, refs: dict[Any, int], num_reused: int

@@ -133,17 +133,11 @@ class Transaction:
         if isinstance(file, RemoveFile):
             self._actions.append(file)
         elif isinstance(file, AddFile):
+            # without the add's stats and tags, as this builder always wrote them
+            # (delta-spark keeps both; both are optional on a remove)
             self._actions.append(
-                RemoveFile(
-                    path=file.path,
-                    deletionTimestamp=stamp,
-                    dataChange=data_change,
-                    extendedFileMetadata=True,
-                    partitionValues=file.partition_values,
-                    size=file.size,
-                    deletionVector=file.deletion_vector,
-                    baseRowId=file.base_row_id,
-                    defaultRowCommitVersion=file.default_row_commit_version,
+                file.to_remove(
+                    deletion_timestamp=stamp, data_change=data_change, keep_stats_and_tags=False
                 )
             )
         else:

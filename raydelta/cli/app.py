@@ -67,6 +67,7 @@ def resolve_uri(uri: str) -> str:
 def snapshot_document(uri: str, *, version: int | None, timestamp: str | None) -> dict[str, Any]:
     """The JSON document of ``raydelta snapshot`` (see the module docstring)."""
     from raydelta.protocol.file_actions import ADD_TYPE, arrow_to_json, file_key
+    from raydelta.protocol.statistics import num_records_of
     from raydelta.storage.snapshot import load_snapshot
 
     snap = load_snapshot(uri, version=version, timestamp=timestamp)
@@ -81,7 +82,7 @@ def snapshot_document(uri: str, *, version: int | None, timestamp: str | None) -
                 "deletionVectorId": file_key(add["path"], descriptor)[1],
                 "size": add.get("size"),
                 "partitionValues": add.get("partitionValues", {}),
-                "numRecords": _num_records(add.get("stats")),
+                "numRecords": num_records_of(add.get("stats")),
             }
         )
     return {
@@ -94,16 +95,6 @@ def snapshot_document(uri: str, *, version: int | None, timestamp: str | None) -
         "txns": snap.txns,
         "domains": {name: d.configuration for name, d in sorted(snap.domains.items())},
     }
-
-
-def _num_records(stats: str | None) -> int | None:
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) else None
 
 
 @_command("snapshot")

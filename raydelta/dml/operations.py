@@ -29,7 +29,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +61,7 @@ from raydelta.protocol.expressions import evaluate, parse_expression
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.schema import StructType
 from raydelta.protocol.schema_arrow import to_arrow
+from raydelta.protocol.statistics import num_records_of
 from raydelta.protocol.table_properties import ISOLATION_LEVEL
 from raydelta.storage.data.dml import (
     Assignment,
@@ -268,7 +268,7 @@ class StagedDml:
     def _rows_of_whole_files(self) -> int:
         total = 0
         for remove in self.extra_removes:
-            records = _num_records(remove.stats)
+            records = num_records_of(remove.stats)
             dv = remove.deletion_vector
             total += max(0, (records or 0) - (dv.cardinality if dv is not None else 0))
         return total
@@ -315,16 +315,6 @@ class StagedDml:
         return metrics
 
 
-def _num_records(stats: str | None) -> int | None:
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) else None
-
-
 def _elapsed_ms(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1_000_000
 
@@ -351,7 +341,7 @@ def _whole_file_removes(
     """For a condition on partition columns only (or none): the removes of the
     files it selects, decided per file from partition values; else None."""
     from raydelta.protocol.partition_values import parse_partition_value
-    from raydelta.storage.data.dml import condition_mask, remove_of
+    from raydelta.storage.data.dml import condition_mask
 
     if condition is not None and not _partition_only(condition, snapshot):
         return None
@@ -376,7 +366,7 @@ def _whole_file_removes(
             )
             if not condition_mask(condition, one_row)[0].as_py():
                 continue
-        removes.append(remove_of(add, now_ms=now_ms))
+        removes.append(add.to_remove(deletion_timestamp=now_ms))
     return removes
 
 

@@ -7,7 +7,8 @@
 
 Modules, one concern each: :mod:`~raydelta.spark.source` (the data source),
 :mod:`~raydelta.spark.front_door` (the driver side of ``df.write``),
-:mod:`~raydelta.spark.writer` (batch writes and their one commit),
+:mod:`~raydelta.spark.write_plan` (the driver's plan of a batch write),
+:mod:`~raydelta.spark.writer` (batch writes' tasks and their one commit),
 :mod:`~raydelta.spark.reader` (batch reads, filter pushdown),
 :mod:`~raydelta.spark.changes` (``readChangeFeed``),
 :mod:`~raydelta.spark.streaming` (Structured Streaming source and sink),

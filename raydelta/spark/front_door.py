@@ -5,7 +5,7 @@ code of the source runs, the save modes ``errorifexists`` (Spark's default)
 and ``ignore``, and any ``partitionBy(...)``. :func:`install` wraps
 :class:`pyspark.sql.readwriter.DataFrameWriter` so that, for the formats
 :func:`raydelta.spark.register` registered in the writer's session, ``save``
-plans the write on the driver (:func:`raydelta.spark.writer.plan_write`) and
+plans the write on the driver (:func:`raydelta.spark.write_plan.plan_write`) and
 hands Spark only what it accepts: mode append or overwrite, and the plan as
 an internal option.
 
@@ -120,7 +120,7 @@ def save_through_raydelta(writer: Any, path: str | None, state: dict[str, Any]) 
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.readwriter import DataFrameWriter
 
-    from raydelta.spark.writer import plan_write, save_mode_name
+    from raydelta.spark.write_plan import plan_write, save_mode_name
 
     spark, frame = writer._spark, writer._df
     options = {str(k): v for k, v in state["options"].items() if v is not None}
@@ -186,7 +186,7 @@ def with_missing_columns(frame: Any, schema_string: str) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType as SparkStructType
 
-    from raydelta.spark.writer import missing_nullable_fields
+    from raydelta.spark.write_plan import missing_nullable_fields
 
     missing = missing_nullable_fields(schema_string, frame.columns)
     if not missing:

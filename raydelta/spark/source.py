@@ -72,7 +72,8 @@ class RaydeltaDataSource(DataSource):
         return SnapshotReader(self._uri(), read, min_splits=self.min_splits)
 
     def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceArrowWriter:
-        from raydelta.spark.writer import BatchWriter, WritePlan, plan_write
+        from raydelta.spark.write_plan import WritePlan, plan_write
+        from raydelta.spark.writer import BatchWriter
 
         planned = opt.option(self.options, opt.PLAN_OPTION)
         if planned is not None:

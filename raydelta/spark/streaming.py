@@ -96,7 +96,7 @@ class StreamSink(DataSourceStreamArrowWriter):
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType as SparkStructType
 
-        from raydelta.spark.writer import plan_write
+        from raydelta.spark.write_plan import plan_write
 
         self.uri = uri
         self.complete = complete

@@ -124,23 +124,6 @@ class FileRewrite:
     rewrite_time_ms: int = 0
 
 
-def remove_of(add: AddFile, *, now_ms: int) -> RemoveFile:
-    """The ``remove`` that retires ``add`` (DML: ``dataChange=true``)."""
-    return RemoveFile(
-        path=add.path,
-        deletionTimestamp=now_ms,
-        dataChange=True,
-        extendedFileMetadata=True,
-        partitionValues=add.partition_values,
-        size=add.size,
-        stats=add.stats,
-        tags=add.tags,
-        deletionVector=add.deletion_vector,
-        baseRowId=add.base_row_id,
-        defaultRowCommitVersion=add.default_row_commit_version,
-    )
-
-
 def condition_mask(condition: Condition, rows: pa.Table) -> pa.Array:
     """Which rows ``condition`` selects (NULL does not select)."""
     if condition is None:
@@ -316,113 +299,137 @@ def _loose_stats(stats: str | None) -> str | None:
 
 def rewrite_files(spec: RewriteSpec, files: Sequence[Mapping[str, Any]]) -> FileRewrite:
     """Apply ``spec`` to ``files`` (canonical ``add`` rows of the snapshot)."""
-    config = TableConfiguration(spec.protocol, spec.metadata)
-    writer = _Writer(spec, config)
-    tracked = tracking_columns(config)
-    now_ms = int(time.time() * 1000)
-    adds: list[AddFile] = []
-    removes: list[RemoveFile] = []
-    counts = FileChangeCounts()
-    dv_pending: list[tuple[AddFile, BitMap64, bool]] = []  # (add, new bitmap, had a DV)
-    written: list[AddFile] = []  # new data files (copied and updated rows)
-    scan_ns = rewrite_ns = 0
+    task = _RewriteTask(spec)
     try:
         for row in files:
-            add = row_to_add(dict(row))
-            started = time.perf_counter_ns()
-            live = read_live_rows(spec.table_uri, spec.storage_options, config, add)
-            rows, positions, old = live.rows, live.positions, live.deleted
-            selected = condition_mask(spec.condition, rows)
-            hits = rows.filter(selected)
-            scan_ns += time.perf_counter_ns() - started
-            if hits.num_rows == 0:
-                continue
-            started = time.perf_counter_ns()
-            kept = rows.filter(pc.invert(selected))
-            new_rows = (
-                assigned_values(spec.assignments, hits, config.schema)
-                if spec.kind == "update"
-                else None
-            )
-            removes.append(remove_of(add, now_ms=now_ms))
-            file_counts: dict[str, int] = {
-                "num_removed_files": 1,
-                "num_removed_bytes": add.size,
-            }
-            if spec.kind == "delete":
-                file_counts["num_deleted_rows"] = hits.num_rows
-            else:
-                file_counts["num_updated_rows"] = hits.num_rows
-            if spec.use_deletion_vectors:
-                bitmap = BitMap64(old)
-                bitmap.update(positions.filter(selected).to_pylist())
-                if kept.num_rows > 0:
-                    dv_pending.append((add, bitmap, add.deletion_vector is not None))
-                elif add.deletion_vector is not None:
-                    file_counts["num_deletion_vectors_removed"] = 1
-            else:
-                copied = with_tracking(kept, tracked, live.tracking(pc.invert(selected)))
-                written.extend(writer.stage(copied))
-                file_counts["num_copied_rows"] = kept.num_rows
-                if add.deletion_vector is not None:
-                    file_counts["num_deletion_vectors_removed"] = 1
-            if new_rows is not None:
-                written.extend(
-                    writer.stage(
-                        with_tracking(
-                            _without_recomputed(new_rows, spec, config),
-                            tracked,
-                            live.tracking(selected, updated=True),
-                        )
+            task.rewrite_file(row_to_add(dict(row)))
+        cdc = task.finish()
+    except BaseException:
+        task.writer.delete_written()
+        raise
+    return task.result(cdc)
+
+
+class _RewriteTask:
+    """One :func:`rewrite_files` call: its writer, and the actions, counts and
+    timings of the files rewritten so far."""
+
+    def __init__(self, spec: RewriteSpec) -> None:
+        self.spec = spec
+        self.config = config = TableConfiguration(spec.protocol, spec.metadata)
+        self.writer = _Writer(spec, config)
+        self.tracked = tracking_columns(config)
+        self.now_ms = int(time.time() * 1000)
+        self.adds: list[AddFile] = []
+        self.removes: list[RemoveFile] = []
+        self.counts = FileChangeCounts()
+        self.dv_pending: list[tuple[AddFile, BitMap64, bool]] = []  # (add, new bitmap, had a DV)
+        self.written: list[AddFile] = []  # new data files (copied and updated rows)
+        self.scan_ns = self.rewrite_ns = 0
+
+    def rewrite_file(self, add: AddFile) -> None:
+        """Apply the condition to one file; rewrite it if it selects a row
+        (else it is left alone)."""
+        spec, config, writer, tracked = self.spec, self.config, self.writer, self.tracked
+        started = time.perf_counter_ns()
+        live = read_live_rows(spec.table_uri, spec.storage_options, config, add)
+        rows, positions, old = live.rows, live.positions, live.deleted
+        selected = condition_mask(spec.condition, rows)
+        hits = rows.filter(selected)
+        self.scan_ns += time.perf_counter_ns() - started
+        if hits.num_rows == 0:
+            return
+        started = time.perf_counter_ns()
+        kept = rows.filter(pc.invert(selected))
+        new_rows = (
+            assigned_values(spec.assignments, hits, config.schema)
+            if spec.kind == "update"
+            else None
+        )
+        self.removes.append(add.to_remove(deletion_timestamp=self.now_ms))
+        file_counts: dict[str, int] = {
+            "num_removed_files": 1,
+            "num_removed_bytes": add.size,
+        }
+        if spec.kind == "delete":
+            file_counts["num_deleted_rows"] = hits.num_rows
+        else:
+            file_counts["num_updated_rows"] = hits.num_rows
+        if spec.use_deletion_vectors:
+            bitmap = BitMap64(old)
+            bitmap.update(positions.filter(selected).to_pylist())
+            if kept.num_rows > 0:
+                self.dv_pending.append((add, bitmap, add.deletion_vector is not None))
+            elif add.deletion_vector is not None:
+                file_counts["num_deletion_vectors_removed"] = 1
+        else:
+            copied = with_tracking(kept, tracked, live.tracking(pc.invert(selected)))
+            self.written.extend(writer.stage(copied))
+            file_counts["num_copied_rows"] = kept.num_rows
+            if add.deletion_vector is not None:
+                file_counts["num_deletion_vectors_removed"] = 1
+        if new_rows is not None:
+            self.written.extend(
+                writer.stage(
+                    with_tracking(
+                        _without_recomputed(new_rows, spec, config),
+                        tracked,
+                        live.tracking(selected, updated=True),
                     )
                 )
-            if spec.write_change_data:
-                if spec.kind == "delete":
-                    writer.change(add, hits, "delete")
-                else:
-                    assert new_rows is not None
-                    writer.change(add, hits, "update_preimage")
-                    writer.change(add, _recomputed(new_rows, spec, config), "update_postimage")
-            counts = counts + FileChangeCounts(**file_counts)
-            rewrite_ns += time.perf_counter_ns() - started
+            )
+        if spec.write_change_data:
+            if spec.kind == "delete":
+                writer.change(add, hits, "delete")
+            else:
+                assert new_rows is not None
+                writer.change(add, hits, "update_preimage")
+                writer.change(add, _recomputed(new_rows, spec, config), "update_postimage")
+        self.counts = self.counts + FileChangeCounts(**file_counts)
+        self.rewrite_ns += time.perf_counter_ns() - started
+
+    def finish(self) -> tuple[AddCDCFile, ...]:
+        """Write what is staged, the deletion vectors and the change data;
+        the change files."""
+        spec, writer = self.spec, self.writer
         started = time.perf_counter_ns()
-        written.extend(writer.flush_data())
-        adds.extend(written)
-        counts = counts + FileChangeCounts(
-            num_added_files=len(written), num_added_bytes=sum(a.size for a in written)
+        self.written.extend(writer.flush_data())
+        self.adds.extend(self.written)
+        self.counts = self.counts + FileChangeCounts(
+            num_added_files=len(self.written), num_added_bytes=sum(a.size for a in self.written)
         )
-        if dv_pending:
+        if self.dv_pending:
             descriptors = write_deletion_vector_file(
                 spec.table_uri,
-                [bitmap for _, bitmap, _ in dv_pending],
+                [bitmap for _, bitmap, _ in self.dv_pending],
                 storage_options=spec.storage_options,
             )
             writer.written.extend(_dv_relative_path(d) for d in descriptors[:1])
-            for (add, _, had_dv), descriptor in zip(dv_pending, descriptors, strict=True):
-                adds.append(_with_dv(add, descriptor, now_ms))
-                counts = counts + FileChangeCounts(
+            for (add, _, had_dv), descriptor in zip(self.dv_pending, descriptors, strict=True):
+                self.adds.append(_with_dv(add, descriptor, self.now_ms))
+                self.counts = self.counts + FileChangeCounts(
                     num_added_files=1,
                     num_added_bytes=add.size,
                     num_deletion_vectors_added=0 if had_dv else 1,
                     num_deletion_vectors_updated=1 if had_dv else 0,
                 )
         cdc = writer.flush_changes() if spec.write_change_data else ()
-        counts = counts + FileChangeCounts(
+        self.counts = self.counts + FileChangeCounts(
             num_added_change_files=len(cdc), change_file_bytes=sum(c.size for c in cdc)
         )
-        rewrite_ns += time.perf_counter_ns() - started
-    except BaseException:
-        writer.delete_written()
-        raise
-    return FileRewrite(
-        adds=tuple(adds),
-        removes=tuple(removes),
-        cdc=cdc,
-        counts=counts,
-        written=tuple(writer.written),
-        scan_time_ms=scan_ns // 1_000_000,
-        rewrite_time_ms=rewrite_ns // 1_000_000,
-    )
+        self.rewrite_ns += time.perf_counter_ns() - started
+        return cdc
+
+    def result(self, cdc: tuple[AddCDCFile, ...]) -> FileRewrite:
+        return FileRewrite(
+            adds=tuple(self.adds),
+            removes=tuple(self.removes),
+            cdc=cdc,
+            counts=self.counts,
+            written=tuple(self.writer.written),
+            scan_time_ms=self.scan_ns // 1_000_000,
+            rewrite_time_ms=self.rewrite_ns // 1_000_000,
+        )
 
 
 def _generated_to_recompute(spec: RewriteSpec, config: TableConfiguration) -> list[str]:
@@ -494,6 +501,5 @@ __all__ = [
     "Literal_",
     "RewriteSpec",
     "condition_mask",
-    "remove_of",
     "rewrite_files",
 ]

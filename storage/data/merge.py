@@ -61,9 +61,14 @@ from raydelta.protocol.schema_arrow import to_arrow
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.write_rules import table_write_rules
 from raydelta.storage.data.deletion_vectors import write_deletion_vector_file
-from raydelta.storage.data.dml import RewriteSpec, _with_dv, _Writer, remove_of
+from raydelta.storage.data.dml import RewriteSpec, _with_dv, _Writer
 from raydelta.storage.data.files import data_file_path
-from raydelta.storage.data.live_rows import read_live_rows, tracking_columns, with_tracking
+from raydelta.storage.data.live_rows import (
+    LiveRows,
+    read_live_rows,
+    tracking_columns,
+    with_tracking,
+)
 from raydelta.storage.log.store import split_uri
 
 
@@ -131,140 +136,182 @@ def merge_files(
 ) -> MergeFileResult:
     """Apply the MERGE to ``files`` (canonical ``add`` rows) against the source."""
     spec, source = argument
-    plan = spec.plan
-    read_config = TableConfiguration(spec.protocol, spec.read_metadata)
-    config = TableConfiguration(spec.protocol, spec.metadata)
-    schema = to_arrow(config.schema)
-    rewrite = RewriteSpec(
-        table_uri=spec.table_uri,
-        protocol=spec.protocol,
-        metadata=spec.metadata,
-        kind="update",
-        condition=None,
-        storage_options=spec.storage_options,
-    )
-    writer = _Writer(rewrite, config)
-    tracked = tracking_columns(config)
-    now_ms = int(time.time() * 1000)
-    adds: list[AddFile] = []
-    removes: list[RemoveFile] = []
-    counts: dict[str, int] = {}
-    matched_sources: list[pa.Array] = []
-    dv_pending: list[tuple[AddFile, BitMap64, bool]] = []
-    written: list[AddFile] = []  # new data files (copied and updated rows)
-    matched_clauses = plan.of_kind("matched")
-    by_source = plan.of_kind("not_matched_by_source")
-    scan_ns = rewrite_ns = 0
-    unique = unique_source_key(plan, source)
-    generated = table_write_rules(spec.protocol, spec.metadata).generated
+    task = _MergeTask(spec, source)
     try:
         for row in files:
-            add = row_to_add(dict(row))
-            started = time.perf_counter_ns()
-            live = read_live_rows(spec.table_uri, spec.storage_options, read_config, add)
-            rows, positions, old = live.rows, live.positions, live.deleted
-            rows = widened(rows, schema).select(schema.names)
-            t_idx, s_idx = matching_pairs(plan, rows, source, unique_source=unique)
-            matched_sources.append(s_idx)
-            scan_ns += time.perf_counter_ns() - started
-            started = time.perf_counter_ns()
-            outcome = _outcome(
-                plan, rows, source, t_idx, s_idx, matched_clauses, by_source, generated
-            )
-            touched = outcome.touched
-            if not touched:
-                continue
-            updated = pa.concat_tables(
-                [
-                    (schema if tracked is None else _tracked_schema(schema, tracked)).empty_table(),
-                    *(
-                        with_tracking(
-                            conform(p, schema), tracked, live.take_tracking(at, updated=True)
-                        )
-                        for p, at in zip(outcome.new_rows, outcome.new_rows_at, strict=True)
-                    ),
-                ]
-            )
-            mask = pc.is_in(
-                row_positions(rows.num_rows), value_set=pa.array(sorted(touched), pa.int64())
-            )
-            kept = rows.filter(pc.invert(mask))
-            removes.append(remove_of(add, now_ms=now_ms))
-            _count(
-                counts,
-                num_target_files_removed=1,
-                num_target_bytes_removed=add.size,
-                **outcome.counts,
-            )
-            if spec.use_deletion_vectors:
-                bitmap = BitMap64(old)
-                bitmap.update(positions.filter(mask).to_pylist())
-                if kept.num_rows > 0:
-                    dv_pending.append((add, bitmap, add.deletion_vector is not None))
-                elif add.deletion_vector is not None:
-                    _count(counts, num_target_deletion_vectors_removed=1)
-            else:
-                written.extend(
-                    writer.stage(with_tracking(kept, tracked, live.tracking(pc.invert(mask))))
-                )
-                _count(counts, num_target_rows_copied=kept.num_rows)
-                if add.deletion_vector is not None:
-                    _count(counts, num_target_deletion_vectors_removed=1)
-            written.extend(writer.stage(updated))
-            if spec.write_change_data:
-                for before, after in outcome.updates:
-                    writer.change(add, before, "update_preimage")
-                    writer.change(add, conform(after, schema), "update_postimage")
-                for gone in outcome.deletes:
-                    writer.change(add, gone, "delete")
-            rewrite_ns += time.perf_counter_ns() - started
-        written.extend(writer.flush_data())
-        adds.extend(written)
-        _count(
-            counts,
-            num_target_files_added=len(written),
-            num_target_bytes_added=sum(a.size for a in written),
+            task.merge_file(row_to_add(dict(row)))
+        task.flush_data()
+        task.add_deletion_vectors()
+        cdc = task.flush_changes()
+    except BaseException:
+        task.writer.delete_written()
+        raise
+    return task.result(cdc)
+
+
+class _MergeTask:
+    """One :func:`merge_files` call: its writer, and the actions, counts and
+    timings of the files merged so far."""
+
+    def __init__(self, spec: MergeSpec, source: pa.Table) -> None:
+        plan = spec.plan
+        self.spec, self.source, self.plan = spec, source, plan
+        self.read_config = TableConfiguration(spec.protocol, spec.read_metadata)
+        config = TableConfiguration(spec.protocol, spec.metadata)
+        self.schema = to_arrow(config.schema)
+        rewrite = RewriteSpec(
+            table_uri=spec.table_uri,
+            protocol=spec.protocol,
+            metadata=spec.metadata,
+            kind="update",
+            condition=None,
+            storage_options=spec.storage_options,
         )
-        if dv_pending:
-            descriptors = write_deletion_vector_file(
-                spec.table_uri,
-                [bitmap for _, bitmap, _ in dv_pending],
-                storage_options=spec.storage_options,
-            )
-            writer.written.extend(d.relative_path() for d in descriptors[:1])
-            for (add, _, had_dv), descriptor in zip(dv_pending, descriptors, strict=True):
-                adds.append(_with_dv(add, descriptor, now_ms))
-                _count(
-                    counts,
-                    num_target_files_added=1,
-                    num_target_bytes_added=add.size,
-                    num_target_deletion_vectors_added=0 if had_dv else 1,
-                    num_target_deletion_vectors_updated=1 if had_dv else 0,
-                )
-        cdc = writer.flush_changes() if spec.write_change_data else ()
+        self.writer = _Writer(rewrite, config)
+        self.tracked = tracking_columns(config)
+        self.now_ms = int(time.time() * 1000)
+        self.adds: list[AddFile] = []
+        self.removes: list[RemoveFile] = []
+        self.counts: dict[str, int] = {}
+        self.matched_sources: list[pa.Array] = []
+        self.dv_pending: list[tuple[AddFile, BitMap64, bool]] = []
+        self.written: list[AddFile] = []  # new data files (copied and updated rows)
+        self.matched_clauses = plan.of_kind("matched")
+        self.by_source = plan.of_kind("not_matched_by_source")
+        self.scan_ns = self.rewrite_ns = 0
+        self.unique = unique_source_key(plan, source)
+        self.generated = table_write_rules(spec.protocol, spec.metadata).generated
+
+    def merge_file(self, add: AddFile) -> None:
+        """Join one target file with the source; rewrite it if a clause
+        touches any of its rows (else it is left alone)."""
+        spec, schema = self.spec, self.schema
+        started = time.perf_counter_ns()
+        live = read_live_rows(spec.table_uri, spec.storage_options, self.read_config, add)
+        rows = widened(live.rows, schema).select(schema.names)
+        t_idx, s_idx = matching_pairs(self.plan, rows, self.source, unique_source=self.unique)
+        self.matched_sources.append(s_idx)
+        self.scan_ns += time.perf_counter_ns() - started
+        started = time.perf_counter_ns()
+        outcome = _outcome(
+            self.plan,
+            rows,
+            self.source,
+            t_idx,
+            s_idx,
+            self.matched_clauses,
+            self.by_source,
+            self.generated,
+        )
+        if not outcome.touched:
+            return
+        self._rewrite(add, live, rows, outcome)
+        self.rewrite_ns += time.perf_counter_ns() - started
+
+    def _rewrite(self, add: AddFile, live: LiveRows, rows: pa.Table, outcome: _Outcome) -> None:
+        """Remove ``add``; stage its updated rows, and its untouched rows (or
+        mark the touched ones in a deletion vector); record change data."""
+        spec, schema, tracked, counts = self.spec, self.schema, self.tracked, self.counts
+        touched = outcome.touched
+        updated = pa.concat_tables(
+            [
+                (schema if tracked is None else _tracked_schema(schema, tracked)).empty_table(),
+                *(
+                    with_tracking(conform(p, schema), tracked, live.take_tracking(at, updated=True))
+                    for p, at in zip(outcome.new_rows, outcome.new_rows_at, strict=True)
+                ),
+            ]
+        )
+        mask = pc.is_in(
+            row_positions(rows.num_rows), value_set=pa.array(sorted(touched), pa.int64())
+        )
+        kept = rows.filter(pc.invert(mask))
+        self.removes.append(add.to_remove(deletion_timestamp=self.now_ms))
         _count(
             counts,
+            num_target_files_removed=1,
+            num_target_bytes_removed=add.size,
+            **outcome.counts,
+        )
+        if spec.use_deletion_vectors:
+            bitmap = BitMap64(live.deleted)
+            bitmap.update(live.positions.filter(mask).to_pylist())
+            if kept.num_rows > 0:
+                self.dv_pending.append((add, bitmap, add.deletion_vector is not None))
+            elif add.deletion_vector is not None:
+                _count(counts, num_target_deletion_vectors_removed=1)
+        else:
+            self.written.extend(
+                self.writer.stage(with_tracking(kept, tracked, live.tracking(pc.invert(mask))))
+            )
+            _count(counts, num_target_rows_copied=kept.num_rows)
+            if add.deletion_vector is not None:
+                _count(counts, num_target_deletion_vectors_removed=1)
+        self.written.extend(self.writer.stage(updated))
+        if spec.write_change_data:
+            for before, after in outcome.updates:
+                self.writer.change(add, before, "update_preimage")
+                self.writer.change(add, conform(after, schema), "update_postimage")
+            for gone in outcome.deletes:
+                self.writer.change(add, gone, "delete")
+
+    def flush_data(self) -> None:
+        """Write the rows still staged; every new data file is an add."""
+        self.written.extend(self.writer.flush_data())
+        self.adds.extend(self.written)
+        _count(
+            self.counts,
+            num_target_files_added=len(self.written),
+            num_target_bytes_added=sum(a.size for a in self.written),
+        )
+
+    def add_deletion_vectors(self) -> None:
+        """Write the pending deletion vectors (one file) and re-add their files."""
+        if not self.dv_pending:
+            return
+        spec = self.spec
+        descriptors = write_deletion_vector_file(
+            spec.table_uri,
+            [bitmap for _, bitmap, _ in self.dv_pending],
+            storage_options=spec.storage_options,
+        )
+        self.writer.written.extend(d.relative_path() for d in descriptors[:1])
+        for (add, _, had_dv), descriptor in zip(self.dv_pending, descriptors, strict=True):
+            self.adds.append(_with_dv(add, descriptor, self.now_ms))
+            _count(
+                self.counts,
+                num_target_files_added=1,
+                num_target_bytes_added=add.size,
+                num_target_deletion_vectors_added=0 if had_dv else 1,
+                num_target_deletion_vectors_updated=1 if had_dv else 0,
+            )
+
+    def flush_changes(self) -> tuple[AddCDCFile, ...]:
+        """Write the change data (with ``write_change_data``)."""
+        cdc = self.writer.flush_changes() if self.spec.write_change_data else ()
+        _count(
+            self.counts,
             num_target_change_files_added=len(cdc),
             num_target_change_file_bytes=sum(c.size for c in cdc),
         )
-    except BaseException:
-        writer.delete_written()
-        raise
-    matched = (
-        pc.unique(pa.concat_arrays(matched_sources))
-        if matched_sources
-        else pa.array([], pa.int64())
-    )
-    return MergeFileResult(
-        adds=tuple(adds),
-        removes=tuple(removes),
-        cdc=cdc,
-        matched_source_rows=tuple(matched.to_pylist()),
-        counts=counts,
-        written=tuple(writer.written),
-        scan_time_ms=scan_ns // 1_000_000,
-        rewrite_time_ms=rewrite_ns // 1_000_000,
-    )
+        return cdc
+
+    def result(self, cdc: tuple[AddCDCFile, ...]) -> MergeFileResult:
+        matched = (
+            pc.unique(pa.concat_arrays(self.matched_sources))
+            if self.matched_sources
+            else pa.array([], pa.int64())
+        )
+        return MergeFileResult(
+            adds=tuple(self.adds),
+            removes=tuple(self.removes),
+            cdc=cdc,
+            matched_source_rows=tuple(matched.to_pylist()),
+            counts=self.counts,
+            written=tuple(self.writer.written),
+            scan_time_ms=self.scan_ns // 1_000_000,
+            rewrite_time_ms=self.rewrite_ns // 1_000_000,
+        )
 
 
 @dataclass

@@ -11,6 +11,7 @@ from raydelta.protocol.actions import (
     AddFile,
     CommitInfo,
     Metadata,
+    RemoveFile,
     UnknownAction,
     parse_action,
     parse_actions,
@@ -89,3 +90,72 @@ def test_every_golden_commit_round_trips(golden_root: Path) -> None:
         )
         lines += len(originals)
     assert lines > 500
+
+
+# --- AddFile.to_remove: the one AddFile -> RemoveFile, for both of its old hand-built copies ---
+
+FULL_ADD = AddFile(
+    path="p=1/a.parquet",
+    partitionValues={"p": "1", "q": None},
+    size=123,
+    modificationTime=5,
+    dataChange=False,
+    stats='{"numRecords":4}',
+    tags={"INSERTION_TIME": "5", "x": None},
+    deletionVector={
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 34,
+        "cardinality": 2,
+    },
+    baseRowId=10,
+    defaultRowCommitVersion=3,
+    clusteringProvider="liquid",
+)
+
+
+@pytest.mark.parametrize("add", [FULL_ADD, AddFile(path="a", size=1, modificationTime=2)])
+def test_to_remove_is_what_dml_built_by_hand(add: AddFile) -> None:
+    """storage/data/dml.remove_of, before it became ``to_remove``: stats and tags kept."""
+    before = RemoveFile(
+        path=add.path,
+        deletionTimestamp=99,
+        dataChange=True,
+        extendedFileMetadata=True,
+        partitionValues=add.partition_values,
+        size=add.size,
+        stats=add.stats,
+        tags=add.tags,
+        deletionVector=add.deletion_vector,
+        baseRowId=add.base_row_id,
+        defaultRowCommitVersion=add.default_row_commit_version,
+    )
+    after = add.to_remove(deletion_timestamp=99)
+    assert after == before
+    assert after.model_fields_set == before.model_fields_set
+    assert serialize_action(after) == serialize_action(before)
+
+
+@pytest.mark.parametrize("add", [FULL_ADD, AddFile(path="a", size=1, modificationTime=2)])
+@pytest.mark.parametrize("data_change", [True, False])
+def test_to_remove_without_stats_and_tags_is_what_transaction_remove_builds(
+    add: AddFile, data_change: bool
+) -> None:
+    """``Transaction.remove(add)`` (actors/table/transaction.py) builds this by hand."""
+    before = RemoveFile(
+        path=add.path,
+        deletionTimestamp=99,
+        dataChange=data_change,
+        extendedFileMetadata=True,
+        partitionValues=add.partition_values,
+        size=add.size,
+        deletionVector=add.deletion_vector,
+        baseRowId=add.base_row_id,
+        defaultRowCommitVersion=add.default_row_commit_version,
+    )
+    after = add.to_remove(deletion_timestamp=99, data_change=data_change, keep_stats_and_tags=False)
+    assert after == before
+    assert after.model_fields_set == before.model_fields_set
+    assert serialize_action(after) == serialize_action(before)
+    assert after.stats is None and after.tags is None

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raydelta.protocol.actions import AddFile
 from raydelta.protocol.schema import (
     BINARY,
     BOOLEAN,
@@ -36,6 +37,7 @@ from raydelta.protocol.schema import (
 )
 from raydelta.protocol.statistics import (
     FileStatistics,
+    num_records_of,
     parse_stats,
     stats_from_arrow,
     stats_schema,
@@ -423,3 +425,52 @@ def test_float_formatting_keeps_sign_and_floatness() -> None:
     assert text == source
     row = stats_to_arrow([text], schema).to_pylist()[0]
     assert math.copysign(1.0, row["minValues"]["d"]) == -1.0
+
+
+# --- num_records_of: the one numRecords reader (AddFile.num_records, DML, the CLI) ---
+
+
+def _num_records_as_before(stats: str | None) -> int | None:
+    """The copy that AddFile.num_records, raydelta/dml/operations.py and
+    raydelta/cli/app.py each held before they shared num_records_of."""
+    if not stats:
+        return None
+    try:
+        value = json.loads(stats).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [
+        None,
+        "",
+        '{"numRecords":7}',
+        '{"numRecords":0,"minValues":{}}',
+        '{"numRecords":-3}',
+        '{"numRecords":7.0}',
+        '{"numRecords":"7"}',
+        '{"numRecords":null}',
+        '{"numRecords":true}',
+        '{"numRecords":123456789012345678901234567890}',
+        '{"minValues":{"a":1}}',
+        "{}",
+        "[]",
+        "[1]",
+        "7",
+        '"text"',
+        "null",
+        "not json",
+        '{"numRecords":',
+        '{"numRecords":NaN}',
+        '{"numRecords":1,"numRecords":2}',
+    ],
+)
+def test_num_records_of_reads_as_the_three_copies_did(stats: str | None) -> None:
+    expected = _num_records_as_before(stats)
+    assert num_records_of(stats) == expected
+    assert type(num_records_of(stats)) is type(expected)
+    add = AddFile(path="a", size=1, modificationTime=1, stats=stats)
+    assert add.num_records == expected
