@@ -154,12 +154,27 @@ def test_spellings_of_one_place_are_one_location(
 @settings(max_examples=200, deadline=None)
 @given(PATHS, st.data())
 def test_case_insensitive_stores_fold_case(segments: list[str], data: st.DataObject) -> None:
+    # a case variant of each character: its upper case, where that folds back to the
+    # same character (not so for U+0131, dotless i, whose upper case 'I' folds to 'i')
     cased = [
-        "".join(c.upper() if data.draw(st.booleans()) else c for c in segment)
+        "".join(
+            c.upper() if c.upper().casefold() == c.casefold() and data.draw(st.booleans()) else c
+            for c in segment
+        )
         for segment in segments
     ]
     a = loc(uri_of("file", "", segments), case_insensitive=True)
     assert a == loc(uri_of("file", "", cased), case_insensitive=True)
+
+
+def test_case_folding_is_unicode_folding_not_upper_casing() -> None:
+    """Dotless i (U+0131) upper-cases to 'I' but is no case variant of it: Unicode
+    case folding, which case-insensitive file systems use, keeps them apart."""
+    dotless = "\u0131"
+    assert loc(f"file:///t/{dotless}", case_insensitive=True) != loc(
+        "file:///t/I", case_insensitive=True
+    )
+    assert loc("file:///t/I", case_insensitive=True) == loc("file:///t/i", case_insensitive=True)
 
 
 @settings(max_examples=200, deadline=None)
