@@ -552,25 +552,6 @@ class UnityCatalogMethods(UnityCommitMethods, CatalogLocationMethods):
         except (TableNotFoundError, FileNotFoundError, CatalogManagedTableError):
             return None
 
-    def uc_table_by_id(
-        self, token: str | None, table_id: str, needed: list[Privilege]
-    ) -> TableEntry:
-        """The table ``table_id`` (or a staging table's location), checking ``needed``."""
-        with self._lock:
-            principal = self._who(token)
-            entry = self._entry_by_id(table_id)
-            if entry is None:
-                staging = self._ns.staging.get(table_id)
-                if staging is None:
-                    raise TableNotFoundError(f"no table with id {table_id!r}")
-                if principal != staging["created_by"]:
-                    self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
-                return TableEntry(
-                    name=staging["full_name"], location=staging["location"], table_id=table_id
-                )
-            self._auth.require(principal, entry.name, needed)
-            return entry
-
 
 def ensure_staged_commits_dir(location: str, storage_options: dict[str, Any] | None) -> None:
     """Create ``_delta_log/_staged_commits`` of a local table: delta-storage's Unity
