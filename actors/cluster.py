@@ -4,7 +4,7 @@ Invariants:
 - Every raydelta actor is named and detached in the one namespace
   :data:`NAMESPACE`, so any process attached to the cluster (a notebook, a
   Ray job, a Spark driver) finds the same actor for the same table.
-- A table has one spelling (:func:`normalize_uri`, the rule of
+- A table has one spelling (:func:`raydelta.storage.table_location.normalize_uri`, the rule of
   :func:`raydelta.protocol.locations.table_uri`): actor names are built
   from it, so two spellings of one table never start two actors.
 - :func:`ensure_ray` starts a local cluster only when this process is not
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import time
 from typing import Any
-
-from raydelta.storage.table_location import normalize_uri as normalize_uri
 
 NAMESPACE = "raydelta"
 """The Ray namespace of every raydelta actor."""

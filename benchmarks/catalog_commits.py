@@ -72,7 +72,7 @@ def run_mode(root: str, mode: str, writers: list[int], commits: int) -> dict[str
     import ray
 
     from raydelta.actors.cluster import NAMESPACE
-    from raydelta.actors.table.client import create_table, open_table
+    from raydelta.actors.table.client import TableClient
     from raydelta.catalog import Catalog
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
@@ -86,8 +86,8 @@ def run_mode(root: str, mode: str, writers: list[int], commits: int) -> dict[str
             name = f"t{count}"
             if catalog is None:
                 uri = Path(root, f"fs-{count}").as_uri()
-                create_table(uri, schema=schema)
-                handles = [open_table(uri) for _ in range(count)]
+                TableClient.create(uri, schema=schema)
+                handles = [TableClient.open(uri) for _ in range(count)]
             else:
                 catalog.create_table(name, schema)
                 handles = [

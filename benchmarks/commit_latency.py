@@ -68,7 +68,7 @@ def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
     import ray
     from fsspec.implementations.local import LocalFileSystem
 
-    from raydelta.actors.table.client import create_table
+    from raydelta.actors.table.client import TableClient
     from raydelta.protocol.actions import AddFile
     from raydelta.protocol.file_names import commit_name
     from raydelta.storage.log.store import LocalLogStore
@@ -82,7 +82,7 @@ def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
             local, str(Path(root, f"floor-nofsync-{transport}")), fsync=False
         ),
     }
-    table = create_table(
+    table = TableClient.create(
         table_dir.as_uri(),
         schema=pa.schema([("id", pa.int64())]),
         use_channel=transport == "channel",

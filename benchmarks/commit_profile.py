@@ -257,10 +257,10 @@ def run_actor(root: Path, commits: int, transport: str) -> dict[str, Any]:
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.table.client import create_table
+    from raydelta.actors.table.client import TableClient
 
     uri = (root / f"actor-{transport}").as_uri()
-    table = create_table(
+    table = TableClient.create(
         uri, schema=pa.schema([("id", pa.int64())]), use_channel=transport == "channel"
     )
     actor = table.actor
@@ -321,13 +321,13 @@ def run_concurrent(root: Path, seconds: float, transport: str, writers: int) -> 
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.table.client import create_table, open_table
+    from raydelta.actors.table.client import TableClient
 
     uri = (root / f"group-{transport}").as_uri()
-    table = create_table(uri, schema=pa.schema([("id", pa.int64())]))
+    table = TableClient.create(uri, schema=pa.schema([("id", pa.int64())]))
     actor = table.actor
     ray.get(actor.__ray_call__.remote(install_stage_timers))
-    handles = [open_table(uri, use_channel=transport == "channel") for _ in range(writers)]
+    handles = [TableClient.open(uri, use_channel=transport == "channel") for _ in range(writers)]
     for handle in handles:
         handle._call("commit", _request(0))
     ray.get(actor.__ray_call__.remote(take_stage_times))

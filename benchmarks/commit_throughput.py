@@ -6,7 +6,7 @@ time, for ``--seconds`` seconds, on a fresh table per engine and level:
 - ours: each writer is a Ray actor (its own process) looping
   ``table.append_files(AddFile(...))`` (or, with ``--api transaction``,
   ``txn = table.transaction(); txn.add(AddFile(...)); txn.commit()``) on a
-  handle from ``open_table(uri, use_channel=...)``; all commits go through
+  handle from ``TableClient.open(uri, use_channel=...)``; all commits go through
   the table's one ``TableActor``. Once per transport (``--transports``),
   each in a fresh driver process: ``ray`` (plain Ray actor calls, the
   default transport) and ``channel`` (the opt-in commit channel,
@@ -94,9 +94,9 @@ class OursWriter:
 
     def prepare(self) -> str:
         """Import, open the table and make one warm-up commit (not counted)."""
-        from raydelta.actors.table.client import open_table
+        from raydelta.actors.table.client import TableClient
 
-        self.table = open_table(
+        self.table = TableClient.open(
             self.uri, storage_options=self.storage_options, use_channel=self.use_channel
         )
         record = self._commit_one("warmup")
@@ -195,7 +195,7 @@ def ours_levels(
     import pyarrow as pa
     import ray
 
-    from raydelta.actors.table.client import create_table
+    from raydelta.actors.table.client import TableClient
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     writer_class: Any = ray.remote(num_cpus=0, max_restarts=0)(OursWriter)
@@ -203,7 +203,7 @@ def ours_levels(
     try:
         for level in levels:
             uri = uri_of(level)
-            table = create_table(
+            table = TableClient.create(
                 uri, schema=pa.schema([("id", pa.int64())]), storage_options=storage_options
             )
             writers = [

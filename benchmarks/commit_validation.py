@@ -79,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not write the result file")
     ns = parser.parse_args(argv)
 
-    from raydelta.actors.table.client import create_table, release_table
+    from raydelta.actors.table.client import TableClient, release_table
     from raydelta.protocol.commit_rules import validate_commit
 
     workdir = tempfile.mkdtemp(prefix="raydelta-bench-validation-")
     try:
-        table = create_table(str(Path(workdir) / "t"), schema=SCHEMA, partition_by=["date"])
+        table = TableClient.create(str(Path(workdir) / "t"), schema=SCHEMA, partition_by=["date"])
         uri = table.uri
         config = table.snapshot().table_configuration
 

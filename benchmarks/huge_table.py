@@ -275,12 +275,12 @@ def commit_run(uri: str, repeat: int, expected_version: int, expected_files: int
     import ray
 
     from raydelta.actors.cluster import NAMESPACE
-    from raydelta.actors.table.client import open_table
+    from raydelta.actors.table.client import TableClient
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     try:
         started = time.perf_counter()
-        table = open_table(uri)
+        table = TableClient.open(uri)
         loaded_version = ray.get(table.actor.ping.remote())
         load_s = time.perf_counter() - started
         if loaded_version != expected_version:

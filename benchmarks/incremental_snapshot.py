@@ -5,7 +5,7 @@ Work: on a copy of the synthetic 1M-file table (``table_builder``: checkpoint
 writer makes ONE 1-file blind-append commit, then the reader's refresh is
 timed:
 
-- ours: ``table = open_table(uri)`` (the ``TableActor`` loads the table),
+- ours: ``table = TableClient.open(uri)`` (the ``TableActor`` loads the table),
   ``table.snapshot()`` once cold and once warm (untimed), then per
   repetition a second handle commits and the timed ``table.snapshot()``
   brings the cached snapshot up to date with the commit from the actor's
@@ -56,10 +56,10 @@ def ours_setup() -> None:
 def ours_run(uri: str, repeat: int, expected_version: int, expected_files: int) -> dict[str, Any]:
     import ray
 
-    from raydelta.actors.table.client import open_table
+    from raydelta.actors.table.client import TableClient
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
-    table = open_table(uri)
+    table = TableClient.open(uri)
     try:
         start = time.perf_counter()
         ray.get(table.actor.ping.remote())
@@ -72,7 +72,7 @@ def ours_run(uri: str, repeat: int, expected_version: int, expected_files: int) 
         start = time.perf_counter()
         table.snapshot()
         warm_s = time.perf_counter() - start
-        writer = open_table(uri)
+        writer = TableClient.open(uri)
         refresh_s: list[float] = []
         commit_s: list[float] = []
         noop_s: list[float] = []

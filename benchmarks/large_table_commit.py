@@ -4,7 +4,7 @@ Work: on a copy of a synthetic table (``table_builder``: checkpoint with
 ``N`` files + 100 commits) with ``N`` = 10k, 100k and 1M, time single 1-file
 blind-append commits once the engine has the table loaded:
 
-- ours: ``open_table(uri)`` (the ``TableActor`` loads the table), one untimed
+- ours: ``TableClient.open(uri)`` (the ``TableActor`` loads the table), one untimed
   warm-up commit, then per repetition ``txn = table.transaction();
   txn.add(AddFile(...))`` and the timed ``txn.commit()``;
 - peer (delta-rs): ``DeltaTable(uri)`` loaded, then per repetition the timed
@@ -90,10 +90,10 @@ def ours_setup() -> None:
 def ours_run(uri: str, repeat: int, expected_version: int) -> dict[str, Any]:
     import ray
 
-    from raydelta.actors.table.client import open_table
+    from raydelta.actors.table.client import TableClient
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
-    table = open_table(uri)
+    table = TableClient.open(uri)
     try:
         start = time.perf_counter()
         loaded_version = ray.get(table.actor.ping.remote())

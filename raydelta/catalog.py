@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog_actor_name
 from raydelta.actors.catalog.client import CatalogTableClient, CommitMode
-from raydelta.actors.cluster import get_unwrapped, normalize_uri, start_actor
+from raydelta.actors.cluster import get_unwrapped, start_actor
 from raydelta.actors.table.client import new_table_actions
 from raydelta.arguments import check_bool as _check_bool
 from raydelta.arguments import check_choice as _check_choice
@@ -58,6 +58,7 @@ from raydelta.storage.catalog.ratified_store import (
     TableEntry,
 )
 from raydelta.storage.history import load_history
+from raydelta.storage.table_location import normalize_uri
 from raydelta.table import CheckpointKind, Table
 
 if TYPE_CHECKING:

@@ -140,8 +140,8 @@ class DeltaDatasource(_datasource_base()):  # type: ignore[misc]
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        from raydelta.actors.cluster import normalize_uri
         from raydelta.storage.snapshot import load_snapshot
+        from raydelta.storage.table_location import normalize_uri
 
         check_version(version)
         if isinstance(columns, str):
@@ -370,8 +370,8 @@ class DeltaDatasink(_datasink_base()):  # type: ignore[misc]
         storage_options: dict[str, Any] | None = None,
         target_file_size: int | None = None,
     ) -> None:
-        from raydelta.actors.cluster import normalize_uri
         from raydelta.storage.data.writer import DEFAULT_TARGET_FILE_SIZE
+        from raydelta.storage.table_location import normalize_uri
 
         if mode not in ("append", "overwrite"):
             raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")

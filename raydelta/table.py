@@ -44,13 +44,9 @@ from raydelta.protocol.errors import (
     TableNotFoundError,
 )
 from raydelta.protocol.events import CommitCommitted, IsolationLevel
-from raydelta.protocol.file_actions import row_to_add
-from raydelta.protocol.predicate_evaluation import matches
-from raydelta.protocol.predicates import Predicate
-from raydelta.protocol.schema import physical_name
-from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.history import load_history
-from raydelta.storage.scan import Filter, as_predicate, prune_files, scan
+from raydelta.storage.scan import Filter, scan
+from raydelta.writes import write_rows
 
 if TYPE_CHECKING:
     from raydelta.actors.checkpoint.results import CheckpointSummary
@@ -61,7 +57,6 @@ if TYPE_CHECKING:
     from raydelta.protocol.reconciliation import TableHead
     from raydelta.storage.cleanup.metadata import MetadataCleanupReport
     from raydelta.storage.cleanup.vacuum import VacuumReport
-    from raydelta.storage.data.writer import WriteResult
     from raydelta.storage.snapshot import Snapshot
 
 
@@ -230,7 +225,7 @@ class Table:
         column); ``schema_mode="merge"`` adds new columns to the table.
         """
         _check_choice("schema_mode", schema_mode, (None, "merge"))
-        return self._write(data, mode="Append", schema_mode=schema_mode, where=None)
+        return write_rows(self, data, mode="Append", schema_mode=schema_mode, where=None)
 
     def overwrite(
         self,
@@ -245,91 +240,7 @@ class Table:
         _check_choice("schema_mode", schema_mode, _SCHEMA_MODES)
         if where is not None and not isinstance(where, str):
             raise InvalidArgumentError(f"where must be SQL text, got {type(where).__name__}")
-        return self._write(data, mode="Overwrite", schema_mode=schema_mode, where=where)
-
-    def _write(
-        self, data: Any, *, mode: str, schema_mode: SchemaMode | None, where: str | None
-    ) -> int:
-        from raydelta.progress import Bar
-        from raydelta.storage.data.writer import check_writable, write_data
-
-        # an append needs the protocol and metadata only; an overwrite the files too
-        snapshot = self.snapshot() if mode == "Overwrite" else None
-        txn = self.transaction(snapshot=snapshot)
-        check_writable(txn.protocol, txn.metadata)
-        config = TableConfiguration(txn.protocol, txn.metadata)
-        partition_by = list(txn.metadata.partition_columns)
-        predicate = None if where is None else self._where_predicate(where, partition_by)
-        with Bar(desc=f"{mode.lower()} rows", unit="rows") as bar:
-            result: WriteResult = write_data(
-                self.uri,
-                data,
-                protocol=txn.protocol,
-                metadata=txn.metadata,
-                schema_mode=schema_mode,
-                storage_options=self.storage_options,
-                on_rows_written=bar.update,
-            )
-        if predicate is not None:
-            self._check_rows_match(result, predicate, config, where or "")
-        if snapshot is not None:
-            if predicate is None:
-                txn.read_whole_table()
-                doomed = snapshot.files
-            else:
-                txn.read(predicate)
-                doomed = prune_files(
-                    snapshot.files,
-                    predicate,
-                    config.schema,
-                    partition_by,
-                    config.column_mapping_mode,
-                )
-            for row in doomed.to_pylist():  # models for the replaced files only
-                txn.remove(row_to_add(row))
-        if result.protocol is not None:
-            txn.upgrade_protocol(
-                reader_features=result.protocol.reader_features or (),
-                writer_features=result.protocol.writer_features or (),
-            )
-        if result.metadata is not None:
-            txn.replace_metadata(result.metadata)
-        txn.add(*result.adds)
-        parameters: dict[str, Any] = {"mode": mode, "partitionBy": partition_by}
-        if where is not None:
-            parameters["predicate"] = where
-        version = txn.commit(operation="WRITE", operation_parameters=parameters)
-        self.last_commit = txn.committed
-        return version
-
-    @staticmethod
-    def _where_predicate(where: str, partition_by: list[str]) -> Predicate:
-        from raydelta.protocol.predicates import references
-
-        predicate = as_predicate(where)
-        outside = sorted(c for c in references(predicate) if c not in partition_by)
-        if outside:
-            raise InvalidArgumentError(
-                f"where may name partition columns only ({partition_by}); it names {outside}"
-            )
-        return predicate
-
-    def _check_rows_match(
-        self, result: WriteResult, predicate: Predicate, config: TableConfiguration, where: str
-    ) -> None:
-        """Every file written must lie in the partitions ``where`` selects
-        (delta-spark's replaceWhere check); otherwise its files are deleted."""
-        partition_by = config.partition_columns
-        fields = [f for f in config.schema.fields if f.name in partition_by]
-        types = {f.name: f.type for f in fields}
-        by_physical = {physical_name(f, config.column_mapping_mode): f.name for f in fields}
-        for add in result.adds:
-            logical = {by_physical.get(k, k): v for k, v in add.partition_values.items()}
-            if not matches(predicate, logical, types):
-                _delete_written(result, self.uri, self.storage_options)
-                raise InvalidArgumentError(
-                    f"data written does not match where={where!r}: partition {logical}"
-                )
+        return write_rows(self, data, mode="Overwrite", schema_mode=schema_mode, where=where)
 
     # --- changing rows (DML) -----------------------------------------------------------
 
@@ -596,18 +507,6 @@ class Table:
         except TableNotFoundError:
             return f"<b>raydelta.Table</b> <code>{html.escape(self.uri)}</code> (no table yet)"
         return f"<b>raydelta.Table</b><br>{snap._repr_html_()}"
-
-
-def _delete_written(
-    result: WriteResult, table_uri: str, storage_options: dict[str, Any] | None
-) -> None:
-    """Remove the data files of a write that will not be committed."""
-    from raydelta.storage.data.files import data_file_path
-    from raydelta.storage.log.store import split_uri
-
-    fs, root = split_uri(table_uri, storage_options)
-    for add in result.adds:
-        fs.rm(data_file_path(fs, root, add.path))
 
 
 __all__ = ["History", "Table", "Transaction", "create_table", "open_table", "release_table"]

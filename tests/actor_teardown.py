@@ -20,8 +20,9 @@ def kill_actors_under(root: Path | str) -> list[str]:
 
     if not ray.is_initialized():
         return []
-    from raydelta.actors.cluster import NAMESPACE, normalize_uri
+    from raydelta.actors.cluster import NAMESPACE
     from raydelta.actors.table.actor import forget_subscribers
+    from raydelta.storage.table_location import normalize_uri
 
     prefixes = {normalize_uri(str(root))}
     if "://" not in str(root):

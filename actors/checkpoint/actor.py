@@ -84,7 +84,7 @@ from raydelta.actors.checkpoint.results import (
     Trigger,
 )
 from raydelta.actors.checkpoint.runner import CheckpointMetrics, CheckpointRunner
-from raydelta.actors.cluster import checkpoint_actor_name, normalize_uri, start_actor
+from raydelta.actors.cluster import checkpoint_actor_name, start_actor
 from raydelta.protocol.checkpoint_plan import (
     DEFAULT_TARGET_ACTIONS_PER_SIDECAR,
     table_configuration,
@@ -99,6 +99,7 @@ from raydelta.storage.checkpoint.sources import read_log_delta
 from raydelta.storage.compaction import write_log_compaction
 from raydelta.storage.log.reader import read_last_checkpoint
 from raydelta.storage.log.store import log_store_for
+from raydelta.storage.table_location import normalize_uri
 
 logger = logging.getLogger(__name__)
 

@@ -87,7 +87,8 @@ def run_checkpoint(
     import ray
 
     from raydelta.actors.checkpoint.actor import checkpoint_actor
-    from raydelta.actors.cluster import ensure_ray, get_unwrapped, normalize_uri
+    from raydelta.actors.cluster import ensure_ray, get_unwrapped
+    from raydelta.storage.table_location import normalize_uri
 
     ensure_ray()
     handle = checkpoint_actor(normalize_uri(uri))

@@ -150,9 +150,9 @@ class CleanupActor:
         self._status = {"state": state, "stage": "starting", "done": 0, "total": 0, "since": since}
 
     def _record_vacuum_start(self, plan: VacuumPlan, default_retention_ms: int) -> None:
-        from raydelta.actors.table.client import open_table
+        from raydelta.actors.table.client import TableClient
 
-        open_table(self._uri, storage_options=self._storage_options).record_operation(
+        TableClient.open(self._uri, storage_options=self._storage_options).record_operation(
             "VACUUM START",
             parameters={
                 "retentionCheckEnabled": plan.retention_ms >= default_retention_ms,
@@ -166,9 +166,9 @@ class CleanupActor:
         )
 
     def _record_vacuum_end(self, report: VacuumReport) -> None:
-        from raydelta.actors.table.client import open_table
+        from raydelta.actors.table.client import TableClient
 
-        open_table(self._uri, storage_options=self._storage_options).record_operation(
+        TableClient.open(self._uri, storage_options=self._storage_options).record_operation(
             "VACUUM END",
             parameters={"status": "COMPLETED"},
             metrics={
@@ -300,15 +300,15 @@ def ensure_cleaner(
     is one) or a URI. ``runtime_env`` and
     ``parallel_listing_min_files`` apply only when the actor is started here.
 
-    >>> cleaner = ensure_cleaner(open_table("/tmp/events"))          # doctest: +SKIP
+    >>> cleaner = ensure_cleaner(TableClient.open("/tmp/events"))          # doctest: +SKIP
     >>> ray.get(cleaner.vacuum.remote(dry_run=True)).files            # doctest: +SKIP
     """
-    from raydelta.actors.table.client import TableClient, open_table
+    from raydelta.actors.table.client import TableClient
 
     handle_table: TableClient = (
         table
         if isinstance(table, TableClient)
-        else open_table(table, storage_options=storage_options)
+        else TableClient.open(table, storage_options=storage_options)
     )
     options: dict[str, Any] = {}
     if runtime_env is not None:

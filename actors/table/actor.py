@@ -114,7 +114,8 @@ def _serial(method: F) -> F:
     concurrency_groups={"status": 1, "commits": COMMIT_THREADS},
 )
 class TableActor:
-    """See the module docstring. Create through :func:`raydelta.actors.table.client.open_table`."""
+    """See the module docstring. Reach it through
+    :meth:`raydelta.actors.table.client.TableClient.open`."""
 
     def __init__(self, table_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         self._lock = threading.RLock()

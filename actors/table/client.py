@@ -1,8 +1,8 @@
 """The log-level client of a ``TableActor``: :class:`TableClient`, :class:`Transaction`.
 
 >>> import pyarrow as pa                                             # doctest: +SKIP
->>> from raydelta.actors.table.client import create_table                 # doctest: +SKIP
->>> table = create_table("file:///tmp/events", schema=pa.schema([("id", pa.int64())]))
+>>> from raydelta.actors.table.client import TableClient              # doctest: +SKIP
+>>> table = TableClient.create("file:///tmp/events", schema=pa.schema([("id", pa.int64())]))
 >>> txn = table.transaction()                                        # doctest: +SKIP
 >>> txn.add(AddFile(path="part-0.parquet", size=10, modificationTime=0))  # doctest: +SKIP
 >>> txn.commit(operation="WRITE")                                    # doctest: +SKIP
@@ -36,7 +36,6 @@ from raydelta.actors.cluster import (
     cleanup_actor_name,
     ensure_ray,
     find_actor,
-    normalize_uri,
     start_actor,
     stop_actor,
     table_actor_name,
@@ -78,6 +77,7 @@ from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.table_features import IN_COMMIT_TIMESTAMP, upgrade_protocol
 from raydelta.protocol.table_properties import COLUMN_MAPPING_MAX_ID, COLUMN_MAPPING_MODE
 from raydelta.storage.snapshot import Snapshot, load_snapshot
+from raydelta.storage.table_location import normalize_uri
 
 CHANNEL_RETRY_S = 30.0
 """After a failed channel connection, a thread uses Ray only for this long."""
@@ -120,35 +120,6 @@ def _default_protocol(properties: Mapping[str, str]) -> Protocol:
     if not reader and not writer:
         return base
     return upgrade_protocol(base, reader_features=reader, writer_features=writer)
-
-
-def create_table(
-    uri: str,
-    schema: pa.Schema,
-    *,
-    partition_by: Sequence[str] = (),
-    properties: Mapping[str, str] | None = None,
-    name: str | None = None,
-    description: str | None = None,
-    protocol: Protocol | None = None,
-    storage_options: dict[str, Any] | None = None,
-    use_channel: bool | None = None,
-) -> TableClient:
-    """Create a new Delta table (version 0) and return its handle.
-
-    Raises :class:`~raydelta.protocol.errors.TableAlreadyExistsError` if one exists.
-    """
-    table = open_table(uri, storage_options=storage_options, use_channel=use_channel)
-    commit_create(
-        table,
-        schema,
-        partition_by=partition_by,
-        properties=properties,
-        name=name,
-        description=description,
-        protocol=protocol,
-    )
-    return table
 
 
 def new_table_actions(
@@ -227,28 +198,13 @@ def commit_create(
     return TableClient._check(table._call("create", request))
 
 
-def open_table(
-    uri: str, *, storage_options: dict[str, Any] | None = None, use_channel: bool | None = None
-) -> TableClient:
-    """The handle of the table at ``uri``, starting its actor if none runs.
-
-    Starts a local Ray cluster when this process is not connected to one.
-    The table need not exist yet (see :func:`create_table`). ``use_channel``:
-    also send the hot calls over the actor's direct, authenticated socket
-    (:mod:`raydelta.actors.table.channel`, opt-in); default: only if
-    ``RAYDELTA_CHANNEL=1``. Anything the channel cannot deliver goes through
-    Ray, exactly once by the commit's ``txnId``.
-    """
-    return TableClient.open(uri, storage_options=storage_options, use_channel=use_channel)
-
-
 def release_table(uri: str) -> list[str]:
     """Stop the table's actors in this cluster (its ``TableActor``, and its
     ``CheckpointActor`` and ``CleanupActor`` if any) and forget their
     subscriptions, giving their memory back; returns the names stopped.
 
     Nothing is lost: every acknowledged commit is in the log. A later
-    :func:`open_table`, or the next call of a handle still held, starts a fresh
+    :meth:`TableClient.open`, or the next call of a handle still held, starts a fresh
     actor that rebuilds from the log.
     """
     from raydelta.actors.table.actor import forget_subscribers
@@ -269,7 +225,7 @@ def release_table(uri: str) -> list[str]:
 
 
 class TableClient:
-    """A handle on one table's ``TableActor`` (cheap; create with :func:`open_table`).
+    """A handle on one table's ``TableActor`` (cheap; create with :meth:`TableClient.open`).
 
     The log-level client: transactions of actions, blind appends of files the
     caller wrote, snapshots served from the actor. :class:`raydelta.Table`
@@ -303,6 +259,39 @@ class TableClient:
         normalized = normalize_uri(uri)
         actor = _table_actor(normalized, storage_options)
         return cls(normalized, actor, storage_options, use_channel=use_channel)
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        protocol: Protocol | None = None,
+        storage_options: dict[str, Any] | None = None,
+        use_channel: bool | None = None,
+    ) -> Self:
+        """Create a new Delta table (version 0) at ``uri`` and return its handle.
+
+        The log-level twin of :func:`raydelta.create_table`: ``protocol`` may be
+        given outright (tests and tools that need an exact protocol), there is no
+        ``mode``. Raises :class:`~raydelta.protocol.errors.TableAlreadyExistsError`
+        if a table exists there.
+        """
+        table = cls.open(uri, storage_options=storage_options, use_channel=use_channel)
+        commit_create(
+            table,
+            schema,
+            partition_by=partition_by,
+            properties=properties,
+            name=name,
+            description=description,
+            protocol=protocol,
+        )
+        return table
 
     def __getstate__(self) -> dict[str, Any]:
         # connections belong to this process; the cached snapshot stays here too

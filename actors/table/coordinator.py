@@ -203,11 +203,6 @@ class CommitCoordinator:
         no longer reaches back that far (the caller then reloads)."""
         return self.history.tail(since_version)
 
-    @property
-    def _pending(self) -> list[tuple[int, Sequence[Action]]]:
-        """The commits not folded into the file tables yet (tests read it)."""
-        return self.history.pending
-
     # --- catching up with other writers ----------------------------------------
 
     def catch_up(self) -> int:

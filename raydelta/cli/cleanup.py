@@ -95,8 +95,8 @@ def _run(cleaner: Any, method: str, kwargs: dict[str, Any]) -> Any:
 
 def _cleaner(uri: str) -> Any:
     from raydelta.actors.cleanup.actor import ensure_cleaner
-    from raydelta.actors.cluster import normalize_uri
     from raydelta.cli.app import resolve_uri
+    from raydelta.storage.table_location import normalize_uri
 
     _progress("connecting to Ray (a local cluster starts if none runs) ...")
     return ensure_cleaner(normalize_uri(resolve_uri(uri)))

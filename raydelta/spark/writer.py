@@ -114,12 +114,12 @@ def commit_write(
 ) -> int | None:
     """Commit the job's files as one version; None when ``txn`` says the
     version was already written (idempotent replay)."""
-    from raydelta.actors.table.client import TableClient, open_table
+    from raydelta.actors.table.client import TableClient
     from raydelta.protocol.actions import CommitInfo
     from raydelta.protocol.events import CommitRequest, ReadSet
 
     opt.connect_ray(plan.ray_address)
-    table = open_table(plan.uri)
+    table = TableClient.open(plan.uri)
     metadata = plan.metadata
     parameters: dict[str, Any] = {
         "mode": plan.save_mode,

@@ -30,10 +30,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.cluster import normalize_uri
-from raydelta.actors.table.client import TableClient, create_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import Action, AddFile, Protocol, parse_actions
 from raydelta.protocol.file_names import commit_name
+from raydelta.storage.table_location import normalize_uri
 from tests.actor_teardown import kill_actors_under
 
 DEFAULT_SCHEMA = pa.schema([("date", pa.string()), ("value", pa.int64())])
@@ -71,7 +71,7 @@ def new_table(reap_actors: str, tmp_path: Path) -> NewTable:
         protocol: Protocol | None = None,
     ) -> tuple[str, TableClient]:
         path = tmp_path / f"table-{next(counter)}"
-        table = create_table(
+        table = TableClient.create(
             str(path),
             schema=schema,
             partition_by=list(partition_by),
@@ -94,7 +94,7 @@ def module_table(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> 
         key = repr(sorted(options.items(), key=lambda item: item[0]))
         if key not in cache:
             schema = options.get("schema", DEFAULT_SCHEMA)
-            table = create_table(
+            table = TableClient.create(
                 str(root / f"table-{len(cache)}"),
                 schema=schema,
                 partition_by=list(options.get("partition_by", ("date",))),

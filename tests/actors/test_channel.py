@@ -35,7 +35,7 @@ from raydelta.actors.table.channel import (
     recv_frame,
     send_frame,
 )
-from raydelta.actors.table.client import TableClient, open_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import Action, AddFile, CommitInfo
 from raydelta.protocol.errors import TableNotFoundError
 from raydelta.protocol.events import CommitRequest, ReadSet
@@ -67,7 +67,7 @@ def txn_ids(commits: list[tuple[int, list[Action]]]) -> list[str | None]:
 def channel_table(new_table: NewTable) -> tuple[str, TableClient]:
     """A fresh table and a handle that sends the hot calls over the channel."""
     uri, _ = new_table()
-    return uri, open_table(uri, use_channel=True)
+    return uri, TableClient.open(uri, use_channel=True)
 
 
 # --- a misbehaving peer on a real socket ------------------------------------------------
@@ -178,7 +178,7 @@ def test_commits_travel_over_the_channel(
     assert channel_of(table) is not None, "the commit did not use the channel"
     assert table.append_files(make_add(f"date={P1}/b.parquet")) == version + 1
     assert table.snapshot().num_files == 2
-    ray_only = open_table(uri)
+    ray_only = TableClient.open(uri)
     assert ray_only.append_files(make_add(f"date={P1}/c.parquet")) == version + 2
     assert channel_of(ray_only) is None
     assert ray_only.snapshot().num_files == table.snapshot().num_files == 3
@@ -191,19 +191,19 @@ def test_the_channel_is_opt_in(
 ) -> None:
     uri, table = new_table()
     monkeypatch.delenv(CHANNEL_ENV, raising=False)
-    assert not table.use_channel and not open_table(uri).use_channel
+    assert not table.use_channel and not TableClient.open(uri).use_channel
     table.append_files(make_add(f"date={P1}/a.parquet"))
     assert channel_of(table) is None
     monkeypatch.setenv(CHANNEL_ENV, "1")
-    opted_in = open_table(uri)
+    opted_in = TableClient.open(uri)
     assert opted_in.use_channel
     assert opted_in.append_files(make_add(f"date={P1}/b.parquet")) == 2
     assert channel_of(opted_in) is not None
-    assert not open_table(uri, use_channel=False).use_channel
+    assert not TableClient.open(uri, use_channel=False).use_channel
 
 
 def test_errors_raised_in_the_actor_arrive_typed(reap_actors: str, make_add: MakeAdd) -> None:
-    table = open_table(f"{reap_actors}/missing", use_channel=True)
+    table = TableClient.open(f"{reap_actors}/missing", use_channel=True)
     with pytest.raises(TableNotFoundError):
         table.append_files(make_add(f"date={P1}/a.parquet"))
     assert channel_of(table) is not None, "the error did not come over the channel"
@@ -214,7 +214,7 @@ def test_threads_sharing_a_handle_get_distinct_versions(
     channel_table: tuple[str, TableClient], make_add: MakeAdd, log_commits: LogCommits
 ) -> None:
     uri, table = channel_table
-    ray_only = open_table(uri)
+    ray_only = TableClient.open(uri)
 
     def append(i: int) -> int:  # half over the channel, half through Ray
         handle = table if i % 2 else ray_only

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from raydelta.actors.checkpoint.actor import actor_name, checkpoint_actor, ensure_checkpointer
 from raydelta.actors.checkpoint.tasks import MAP_TASK_FAULT, SHARD_TASK_FAULT
-from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.cluster import NAMESPACE
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
 from raydelta.protocol.actions import (
     Action,
@@ -78,6 +78,7 @@ from raydelta.storage.compaction import compacted_actions, write_log_compaction
 from raydelta.storage.log.reader import read_last_checkpoint, sidecar_path
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
+from raydelta.storage.table_location import normalize_uri
 from tests.hadoop_crc import crc_matches, write_crc
 
 deltalake = pytest.importorskip("deltalake")

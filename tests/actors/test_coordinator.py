@@ -356,7 +356,7 @@ def test_commits_nobody_reads_are_folded_once_past_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An append-only table whose state is never asked for keeps at most
-    ``PENDING_MAX_COMMITS`` commits' actions unfolded (white box: ``_pending``)."""
+    ``PENDING_MAX_COMMITS`` commits' actions unfolded (white box: ``history.pending``)."""
     from raydelta.actors.table import history as module
 
     monkeypatch.setattr(module, "PENDING_MAX_COMMITS", 8)
@@ -364,7 +364,7 @@ def test_commits_nobody_reads_are_folded_once_past_the_bound(
     most = 0
     for i in range(30):
         committed(coordinator.commit(request(i, add(f"date={P1}/{i}.parquet"))))
-        most = max(most, len(coordinator._pending))
+        most = max(most, len(coordinator.history.pending))
     assert most == 7
     committed(coordinator.commit(request(30, remove(f"date={P1}/3.parquet"))))
     _same_files_as_the_log(coordinator, tmp_path)

@@ -31,12 +31,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.cluster import NAMESPACE
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
 from raydelta.actors.table.actor import TableActor, actor_name
-from raydelta.actors.table.client import TableClient, create_table, open_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import Action, AddFile, CommitInfo
 from raydelta.storage.snapshot import load_snapshot
+from raydelta.storage.table_location import normalize_uri
 
 MakeAdd = Callable[..., AddFile]
 LogFiles = Callable[[str], dict[str, bytes]]
@@ -81,7 +82,7 @@ def faulty_table(
         lifetime="detached",
         runtime_env={"env_vars": {FAULT_FILE_ENV: str(fault_file)}},
     ).remote(uri, None)
-    table = create_table(
+    table = TableClient.create(
         uri,
         schema=pa.schema([("date", pa.string()), ("value", pa.int64())]),
         partition_by=["date"],
@@ -210,7 +211,7 @@ def test_crashes_under_concurrent_writers_lose_and_duplicate_nothing(
     errors: list[BaseException] = []
 
     def writer(name: str) -> None:
-        table = open_table(ft.uri, use_channel=ft.table.use_channel)
+        table = TableClient.open(ft.uri, use_channel=ft.table.use_channel)
         try:
             for i in range(8):
                 txn = table.transaction().add(make_add(f"date={P1}/{name}-{i}.parquet"))

@@ -230,7 +230,7 @@ def test_a_missing_table_is_each_callers_error(tmp_path: Path) -> None:
 def test_concurrent_writers_through_the_actor(
     new_table: Any, make_add: Any, use_channel: bool
 ) -> None:
-    from raydelta.actors.table.client import open_table
+    from raydelta.actors.table.client import TableClient
 
     uri, _ = new_table()
     writers, commits = 6, 15
@@ -239,7 +239,7 @@ def test_concurrent_writers_through_the_actor(
     lock = threading.Lock()
 
     def write(index: int) -> None:
-        table = open_table(uri, use_channel=use_channel)
+        table = TableClient.open(uri, use_channel=use_channel)
         try:
             for n in range(commits):
                 version = table.append_files(make_add(f"date={P1}/w{index}-{n}.parquet"))

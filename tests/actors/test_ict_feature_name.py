@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 import raydelta
-from raydelta.actors.table.client import TableClient, open_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import AddFile, Protocol
 from raydelta.protocol.table_features import upgrade_protocol
 from raydelta.storage.snapshot import load_snapshot
@@ -140,7 +140,7 @@ def test_a_table_listing_the_typo_keeps_loading_committing_and_its_protocol(
     uri = _typo_table(tmp_path / "typo")
     snapshot = load_snapshot(uri)
     assert snapshot.table_configuration.in_commit_timestamps_enabled
-    table = open_table(uri)
+    table = TableClient.open(uri)
     first = table.transaction().add(make_add("date=2024-01-01/a.parquet")).commit()
     # a protocol upgrade for another feature keeps the listed spelling, adds no second one
     second = (

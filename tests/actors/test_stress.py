@@ -50,7 +50,7 @@ from typing import Any
 
 import pytest
 
-from raydelta.actors.table.client import TableClient, open_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import (
     Action,
     AddFile,
@@ -105,7 +105,7 @@ def _add(client: str, n: int, date: str, *, rng: random.Random) -> AddFile:
 def run_client(uri: str, client: str, seed: int, operations: int) -> list[dict[str, Any]]:
     """One client's random operations; returns its records (as dicts, to cross Ray)."""
     rng = random.Random(seed)
-    table = open_table(uri)
+    table = TableClient.open(uri)
     records: list[dict[str, Any]] = []
     batch = 0
     for n in range(operations):

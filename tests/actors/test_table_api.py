@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.table.client import TableClient, create_table, open_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import (
     Action,
     AddFile,
@@ -156,7 +156,7 @@ def test_create_table_twice_raises_and_leaves_the_table_unchanged(
     commit_adds(table, make_add(f"date={P1}/a.parquet"))
     before = log_files(uri)
     with pytest.raises(TableAlreadyExistsError):
-        create_table(uri, schema=pa.schema([("other", pa.string())]))
+        TableClient.create(uri, schema=pa.schema([("other", pa.string())]))
     assert log_files(uri) == before
     assert table.version() == 1
 
@@ -165,10 +165,10 @@ def test_a_refused_create_writes_nothing(reap_actors: str, log_files: LogFiles) 
     uri = f"{reap_actors}/never-created"
     unknown = Protocol(minReaderVersion=1, minWriterVersion=7, writerFeatures=["noSuchFeature"])
     with pytest.raises(UnsupportedTableFeatureException):
-        create_table(uri, schema=pa.schema([("a", pa.int64())]), protocol=unknown)
+        TableClient.create(uri, schema=pa.schema([("a", pa.int64())]), protocol=unknown)
     assert not any(name.endswith(".json") for name in log_files(uri))
     with pytest.raises(TableNotFoundError):
-        open_table(uri).transaction()
+        TableClient.open(uri).transaction()
 
 
 # --- open_table: one actor per table, from any process ----------------------------------------
@@ -180,10 +180,10 @@ def test_open_table_reaches_the_same_actor_from_another_process(
     uri, table = new_table()
 
     def commit_from_task(table_uri: str) -> tuple[str, int]:
-        from raydelta.actors.table.client import open_table as open_in_task
+        from raydelta.actors.table.client import TableClient as TaskTableClient
         from raydelta.protocol.actions import AddFile as TaskAddFile
 
-        remote = open_in_task(table_uri)
+        remote = TaskTableClient.open(table_uri)
         version = (
             remote.transaction()
             .add(
@@ -205,8 +205,8 @@ def test_open_table_reaches_the_same_actor_from_another_process(
     assert [f.path for f in table.snapshot().add_files()] == ["date=2024-01-01/from-task.parquet"]
     # every spelling of the location reaches the same actor
     local_path = uri[len("file://") :]
-    assert actor_id(open_table(local_path)) == actor_id(table)
-    assert actor_id(open_table(local_path + "/")) == actor_id(table)
+    assert actor_id(TableClient.open(local_path)) == actor_id(table)
+    assert actor_id(TableClient.open(local_path + "/")) == actor_id(table)
 
 
 # --- events to subscribers -----------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_snapshot_latest_by_version_and_by_timestamp(
     assert latest.metadata == fresh.metadata and latest.protocol == fresh.protocol
 
     # the cached snapshot is brought up to date with commits made through other handles
-    commit_adds(open_table(uri), make_add(f"date={P2}/other-handle.parquet", P2))
+    commit_adds(TableClient.open(uri), make_add(f"date={P2}/other-handle.parquet", P2))
     assert table.snapshot().num_files == 4
 
     at_one = table.snapshot(version=1)
@@ -311,7 +311,7 @@ def test_snapshot_latest_by_version_and_by_timestamp(
 
 
 def test_snapshot_of_a_missing_table_raises(reap_actors: str) -> None:
-    table = open_table(f"{reap_actors}/missing")
+    table = TableClient.open(f"{reap_actors}/missing")
     assert table.version() == -1
     with pytest.raises(TableNotFoundError):
         table.snapshot()
@@ -736,7 +736,7 @@ def test_release_table_stops_its_actors_and_a_held_handle_carries_on(
     assert table.actor._actor_id != before
     assert table.snapshot().num_files == 2
     assert release_table(uri) == [f"table:{uri}"]  # no checkpointer was started again
-    assert open_table(uri).version() == 2
+    assert TableClient.open(uri).version() == 2
 
 
 def test_commits_on_a_row_tracking_table_say_whether_row_ids_were_preserved(
@@ -782,7 +782,7 @@ def test_pending_commits_are_folded_by_the_actor_in_the_background(
         commit_adds(table, make_add(f"date={P1}/{i}.parquet"))
 
     def pending(self: Any) -> int:
-        return len(self._coordinator._pending)
+        return len(self._coordinator.history.pending)
 
     deadline = time.monotonic() + 30
     while ray.get(table.actor.__ray_call__.remote(pending)) >= 4:

@@ -32,11 +32,12 @@ import pytest
 import ray
 
 from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog_actor_name
-from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.cluster import NAMESPACE
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
 from raydelta.catalog import Catalog, CatalogTable
 from raydelta.protocol.actions import AddFile, CommitInfo, parse_actions
 from raydelta.storage.catalog.ratified_store import SqliteRatifiedStore
+from raydelta.storage.table_location import normalize_uri
 
 SCHEMA = pa.schema([("date", pa.string()), ("value", pa.int64())])
 

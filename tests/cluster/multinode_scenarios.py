@@ -60,7 +60,7 @@ from raydelta.actors.cluster import (
     table_actor_name,
 )
 from raydelta.actors.table.actor import TableActor
-from raydelta.actors.table.client import TableClient, create_table, open_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import AddFile
 
 TABLE_HOST = "table_host"
@@ -123,7 +123,7 @@ def new_table(path: Path) -> TableClient:
     )
     import pyarrow as pa
 
-    return create_table(uri, schema=pa.schema([("id", pa.int64())]))
+    return TableClient.create(uri, schema=pa.schema([("id", pa.int64())]))
 
 
 def status_of(table: TableClient) -> dict[str, Any]:
@@ -190,7 +190,7 @@ def scrape(url: str, table_uri: str) -> dict[str, float]:
 def writer(
     uri: str, index: int, *, use_channel: bool, log: list[dict[str, Any]], progress: list[int]
 ) -> None:
-    table = open_table(uri, use_channel=use_channel)
+    table = TableClient.open(uri, use_channel=use_channel)
     for commit in range(COMMITS_PER_WRITER):
         path = f"w{index}-c{commit}.parquet"
         started = time.time()
@@ -272,7 +272,7 @@ def wait_node_dead(node_id: str, timeout_s: float) -> bool:
 def scenario_zombie(cluster: Cluster, root: Path) -> dict[str, Any]:
     """A node cut off, its actor process alive: frozen raylet (SIGSTOP)."""
     table = new_table(root / "zombie")
-    channel_table = open_table(table.uri, use_channel=True)
+    channel_table = TableClient.open(table.uri, use_channel=True)
     acked: list[dict[str, Any]] = []
 
     def commit(client: TableClient, path: str) -> None:
@@ -287,7 +287,7 @@ def scenario_zombie(cluster: Cluster, root: Path) -> dict[str, Any]:
     os.kill(raylet, signal.SIGSTOP)  # the node is cut off; the actor's process lives on
     try:
         declared_dead = wait_node_dead(before["node_id"], 120)
-        ray_table = open_table(table.uri, use_channel=False)
+        ray_table = TableClient.open(table.uri, use_channel=False)
         for i in range(3):  # answered by the restarted incarnation
             commit(ray_table, f"after-{i}.parquet")
         after = status_of(table)

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from raydelta.actors.cluster import NAMESPACE, normalize_uri
+from raydelta.actors.cluster import NAMESPACE
+from raydelta.storage.table_location import normalize_uri
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raydelta.actors.table.client import create_table
+from raydelta.actors.table.client import TableClient
 from raydelta.protocol.errors import DeltaInvariantViolationException
 from raydelta.storage.snapshot import load_snapshot
 
@@ -48,7 +48,7 @@ def test_spark_appends_and_overwrites_commit_through_the_actor(
 ) -> None:
     spark = raydelta_spark
     uri = str(tmp_path / "events")
-    table = create_table(
+    table = TableClient.create(
         uri,
         schema=pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.string())]),
         partition_by=["day"],
@@ -108,7 +108,7 @@ def test_spark_writes_and_reads_a_column_mapped_table(
     duckdb see the logical names."""
     spark = raydelta_spark
     uri = str(tmp_path / "mapped")
-    table = create_table(
+    table = TableClient.create(
         uri,
         # the partition column first: see the duckdb test below for why
         schema=pa.schema(
@@ -165,7 +165,7 @@ def test_duckdb_reads_a_mapped_partition_column_after_the_data_columns(
     from raydelta.storage.data.files import read_logical_file, write_data_file
 
     uri = str(tmp_path / "mapped")
-    table = create_table(
+    table = TableClient.create(
         uri,
         schema=pa.schema([("id", pa.int64()), ("day", pa.string())]),
         partition_by=["day"],
@@ -209,7 +209,7 @@ def test_a_spark_write_violating_a_check_constraint_commits_nothing(
 
     spark = raydelta_spark
     uri = str(tmp_path / "checked")
-    table = create_table(
+    table = TableClient.create(
         uri,
         schema=pa.schema([("id", pa.int64()), ("name", pa.string())]),
         properties={"delta.constraints.positive_id": "id > 0"},
