@@ -12,7 +12,16 @@ Invariants:
 - This module imports only the standard library at top level, because it is
   the child's entry point.
 - Result files are JSON at ``benchmarks/results/<name>.json`` and always carry
-  ``unit``, ``ours``, ``peer`` and ``ratio`` (= ours / peer), plus ``machine``.
+  ``unit``, ``ours``, ``peer`` and ``ratio`` (= ours / peer), plus ``machine``
+  and ``load_guard``.
+- A result taken while the machine was loaded (1-minute load average above
+  :data:`LOAD_LIMIT` when the script started or when it writes) never replaces
+  the recorded one unless forced (``RAYDELTA_BENCH_FORCE=1``, which
+  ``python -m benchmarks.run --force`` sets); it goes to ``results/refused/``
+  instead, and a forced one says so in its ``load_guard``.
+- Every measurement carries the CPU time the whole machine spent while it ran
+  (``cpu_seconds``, from ``/proc/stat``: Ray workers, raylets and JVMs
+  included, which the child's own ``rusage`` would miss) and the child's own.
 """
 
 from __future__ import annotations
@@ -36,7 +45,33 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REFUSED_DIR = RESULTS_DIR / "refused"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+LOAD_LIMIT = 2.0
+"""The highest 1-minute load average at which a result may be recorded unforced."""
+FORCE_ENV = "RAYDELTA_BENCH_FORCE"
+
+
+def load_average() -> list[float] | None:
+    """The 1/5/15-minute load averages, or None where the OS has none."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
+LOAD_AT_START = load_average()
+"""The load when this process imported the harness (the benchmark's start)."""
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds (user + nice + system + irq + softirq) the whole machine has
+    spent since boot, from ``/proc/stat``; NaN where it is not readable."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -51,6 +86,11 @@ class Measurement:
     rss_after_setup_mb: float
     result: Any
     """What ``work`` returned (JSON-serialisable)."""
+    cpu_seconds: float = float("nan")
+    """CPU time the whole machine spent while the child ran (its Ray workers,
+    raylets, JVMs... and anything else running: see the load beside it)."""
+    child_cpu_seconds: float = float("nan")
+    """CPU time of the child process itself (user + system)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +107,10 @@ class Summary:
     @property
     def min_s(self) -> float:
         return min(r.seconds for r in self.runs)
+
+    @property
+    def median_cpu_s(self) -> float:
+        return statistics.median(r.cpu_seconds for r in self.runs)
 
     @property
     def median_setup_s(self) -> float:
@@ -86,6 +130,7 @@ class Summary:
             "median_s": self.median_s,
             "min_s": self.min_s,
             "median_setup_s": self.median_setup_s,
+            "median_cpu_s": self.median_cpu_s,
             "peak_rss_mb": self.peak_rss_mb,
             "result": self.result,
             "runs": [asdict(r) for r in self.runs],
@@ -166,6 +211,8 @@ def measure_once(
             [str(REPO_ROOT), *filter(None, [child_env.get("PYTHONPATH")])]
         )
         child_env.update(env or {})
+        cpu_before = machine_cpu_seconds()
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(
             command,
             cwd=REPO_ROOT,
@@ -179,7 +226,12 @@ def measure_once(
             raise RuntimeError(
                 f"benchmark child {work} failed (exit {proc.returncode}):\n{proc.stderr}"
             )
+        children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         body = json.loads(out.read_text(encoding="utf-8"))
+    body["cpu_seconds"] = machine_cpu_seconds() - cpu_before
+    body["child_cpu_seconds"] = (children_after.ru_utime - children_before.ru_utime) + (
+        children_after.ru_stime - children_before.ru_stime
+    )
     return Measurement(**body)
 
 
@@ -256,24 +308,55 @@ def machine_info() -> dict[str, Any]:
         "pyarrow": _version_of("pyarrow"),
         "deltalake": _version_of("deltalake"),
         "raydelta": _version_of("raydelta"),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "load_average": load_average(),
+    }
+
+
+def load_guard() -> dict[str, Any]:
+    """The load at this benchmark's start and now, the limit, and whether the
+    result may be recorded (``accepted``) and was forced (``forced``)."""
+    now = load_average()
+    seen = [v[0] for v in (LOAD_AT_START, now) if v is not None]
+    highest = max(seen) if seen else None
+    forced = os.environ.get(FORCE_ENV) == "1"
+    quiet = highest is not None and highest <= LOAD_LIMIT
+    return {
+        "limit": LOAD_LIMIT,
+        "load_at_start": LOAD_AT_START,
+        "load_at_end": now,
+        "highest_1min": highest,
+        "quiet": quiet,
+        "forced": forced and not quiet,
+        "accepted": quiet or forced,
     }
 
 
 def write_result(name: str, result: dict[str, Any]) -> Path:
-    """Write ``result`` (plus machine info and a timestamp) to ``results/<name>.json``."""
+    """Write ``result`` (plus machine info, the load guard and a timestamp) to
+    ``results/<name>.json``; to ``results/refused/<name>.json`` instead when the
+    machine was loaded and the run was not forced (see the module docstring)."""
     missing = {"unit", "ours", "peer", "ratio"} - result.keys()
     if missing:
         raise ValueError(f"result for {name} lacks {sorted(missing)}")
+    guard = load_guard()
     body = {
         "name": name,
         **result,
         "machine": machine_info(),
+        "load_guard": guard,
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
+    directory = RESULTS_DIR if guard["accepted"] else REFUSED_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     path.write_text(json.dumps(body, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    if not guard["accepted"]:
+        print(
+            f"load average {guard['highest_1min']} > {LOAD_LIMIT}: not recording {name} "
+            f"(kept in {path}; {FORCE_ENV}=1 or `python -m benchmarks.run --force` records it)",
+            file=sys.stderr,
+            flush=True,
+        )
     return path
 
 
@@ -336,13 +419,16 @@ def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
 
 def print_table(rows: Sequence[Summary]) -> None:
     """A small fixed-width table of summaries."""
-    header = f"{'engine':<12} {'median s':>9} {'min s':>8} {'setup s':>8} {'peak RSS MB':>12}"
+    header = (
+        f"{'engine':<12} {'median s':>9} {'min s':>8} {'setup s':>8} {'CPU s':>8}"
+        f" {'peak RSS MB':>12}"
+    )
     print(header)
     print("-" * len(header))
     for s in rows:
         print(
             f"{s.label:<12} {s.median_s:>9.3f} {s.min_s:>8.3f} {s.median_setup_s:>8.3f}"
-            f" {s.peak_rss_mb:>12,.0f}"
+            f" {s.median_cpu_s:>8.2f} {s.peak_rss_mb:>12,.0f}"
         )
 
 

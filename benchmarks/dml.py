@@ -30,6 +30,7 @@ level: the children import this module to find their targets.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -240,6 +241,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-spark", action="store_true", help="skip delta-spark")
+    parser.add_argument("--no-write", action="store_true", help="do not write the result file")
     ns = parser.parse_args()
     out: dict[str, Any] = {"unit": "seconds", "rows": ns.rows, "files": ns.files}
     load_at_start = list(os.getloadavg())
@@ -324,6 +326,9 @@ def main() -> None:
     )
     out["load_average_at_start"] = load_at_start
     out["load_average_at_end"] = list(os.getloadavg())
+    if ns.no_write:
+        print(json.dumps({k: out[k] for k in ("unit", "ours", "peer", "ratio") if k in out}))
+        return
     path = write_result(NAME, out)
     print(f"wrote {path}")
 
