@@ -139,7 +139,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "spark_io",
         (),
-        ("--rows", "20000", "--batches", "3", "--appends", "2"),
+        ("--rows", "20000", "--batches", "3", "--appends", "2", "--repeat", "1"),
     ),
     Benchmark(
         "ray_data_io",
