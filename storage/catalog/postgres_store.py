@@ -414,32 +414,36 @@ def _setup_session(conn: Connection) -> None:
 def _ensure_schema(conn: Connection, store: str) -> None:
     """Create the tables if missing and check the schema version (module doc)."""
 
-    def version() -> int | None:
-        found = conn.execute("SELECT to_regclass('raydelta_schema_version') IS NOT NULL")
-        if found.fetchone() != (True,):
-            return None
-        row = conn.execute("SELECT version FROM raydelta_schema_version").fetchone()
-        return None if row is None else int(row[0])
-
-    held = version()
-    if held == SCHEMA_VERSION:
-        return  # the common case: no lock, no DDL
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        held = version()  # another process may have created it meanwhile
-        if held is None:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO raydelta_schema_version (version) VALUES (%s)", (SCHEMA_VERSION,)
-            )
-        elif held > SCHEMA_VERSION:
+    def refuse_newer(held: int) -> None:
+        if held > SCHEMA_VERSION:
             raise CatalogStoreError(
                 f"the catalog store {store} has schema version {held}; this raydelta knows "
                 f"versions up to {SCHEMA_VERSION}: upgrade raydelta",
                 store,
             )
-        # held < SCHEMA_VERSION: no older version exists yet; its migration goes here
+
+    found = conn.execute("SELECT to_regclass('raydelta_schema_version') IS NOT NULL")
+    if found.fetchone() == (True,):
+        row = conn.execute("SELECT version FROM raydelta_schema_version").fetchone()
+        if row is not None and int(row[0]) >= SCHEMA_VERSION:
+            refuse_newer(int(row[0]))
+            return  # the common case: no lock, no DDL (nor the privilege it needs)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        # The DDL runs even if another process created the tables while we
+        # waited: a lookup in this transaction may still miss them (its
+        # catalog cache predates their commit), and IF NOT EXISTS makes it a
+        # no-op. The lock keeps two creations from colliding.
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO raydelta_schema_version (version) VALUES (%s) "
+            "ON CONFLICT (singleton) DO NOTHING",
+            (SCHEMA_VERSION,),
+        )
+        row = conn.execute("SELECT version FROM raydelta_schema_version").fetchone()
+        refuse_newer(SCHEMA_VERSION if row is None else int(row[0]))
+        # an older version: none exists yet; its migration goes here
 
 
 def _lock_tables(conn: Connection, table_ids: Sequence[str]) -> None:
