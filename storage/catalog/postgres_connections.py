@@ -22,6 +22,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -88,8 +89,11 @@ class ConnectionPool:
     """At most ``size`` connections of one process to ``dsn`` (opened with the
     keywords ``options``), each lent to one thread at a time, opened on demand
     and kept while healthy and idle. ``setup`` runs on each new connection,
-    ``first_use`` on the first one the pool opens (until it succeeds). It
-    holds no reference to its store: a store's finalizer can close it."""
+    ``first_use`` on the first one the pool opens (until it succeeds). A
+    connection idle for more than ``check_after_s`` is pinged before it is
+    lent (the server may have restarted or dropped it meanwhile: a write must
+    not be the first to find out). It holds no reference to its store: a
+    store's finalizer can close it."""
 
     def __init__(
         self,
@@ -101,6 +105,7 @@ class ConnectionPool:
         size: int,
         wait_s: float,
         name: str,
+        check_after_s: float = 5.0,
     ) -> None:
         self.pid = os.getpid()
         self._dsn = dsn
@@ -111,7 +116,8 @@ class ConnectionPool:
         self._wait_s = wait_s
         self._name = name
         self._lock = threading.Lock()
-        self._idle: list[Connection] = []
+        self._check_after_s = check_after_s
+        self._idle: list[tuple[Connection, float]] = []  # (connection, idle since)
         self.opened: weakref.WeakSet[Connection] = weakref.WeakSet()
         _POOLS.add(self)
 
@@ -138,26 +144,38 @@ class ConnectionPool:
                 self._name,
             )
         try:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                conn = self._open()
+            conn = self._take_idle() or self._open()
             try:
                 yield conn
             finally:
                 healthy = not (conn.closed or conn.broken)
                 if healthy and conn.info.transaction_status == TransactionStatus.IDLE:
                     with self._lock:
-                        self._idle.append(conn)
+                        self._idle.append((conn, time.monotonic()))
                 else:
                     conn.close()
         finally:
             self._slots.release()
 
+    def _take_idle(self) -> Connection | None:
+        """The most recently returned idle connection that still answers, or None."""
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                conn, since = self._idle.pop()
+            if time.monotonic() - since <= self._check_after_s:
+                return conn
+            try:
+                conn.execute("SELECT 1")
+                return conn
+            except psycopg.Error:
+                conn.close()
+
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for conn in idle:
+        for conn, _ in idle:
             conn.close()
 
 

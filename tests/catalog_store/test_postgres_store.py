@@ -168,6 +168,20 @@ def test_a_forked_child_leaves_the_parents_sessions_alone(postgres_server: Any) 
     store.ratify("t", inline(1), txn_id="b")  # a write on the same session: no retry hides it
 
 
+def test_a_session_the_server_dropped_is_replaced_before_a_write(postgres_server: Any) -> None:
+    dsn = postgres_server.new_database()
+    store = PostgresRatifiedStore(dsn)
+    store.ratify("t", inline(0), txn_id="a")
+    with store._connection() as conn:
+        backend = conn.info.backend_pid
+    with psycopg.connect(dsn, autocommit=True) as admin:  # a restart or failover, as seen by us
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone() == (True,)
+    time.sleep(5.5)  # idle past the pool's check_after_s (5 s)
+    assert store.ratify("t", inline(1), txn_id="b").version == 1  # no CatalogStoreError
+    with store._connection() as conn:
+        assert conn.info.backend_pid != backend
+
+
 _WITHOUT_PSYCOPG = textwrap.dedent(
     """
     import importlib.abc, sys
