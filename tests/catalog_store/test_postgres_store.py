@@ -22,10 +22,12 @@ from raydelta.protocol.errors import (
     CatalogStoreError,
     InvalidArgumentError,
     MissingDependencyError,
+    RatificationError,
     RaydeltaError,
 )
 from raydelta.storage.catalog import postgres_store
 from raydelta.storage.catalog.postgres_store import SCHEMA_VERSION, PostgresRatifiedStore
+from raydelta.storage.catalog.ratified_store import Ratification
 
 SECRET = "s3cret-Pa55word"
 
@@ -107,6 +109,44 @@ def test_tables_do_not_wait_for_each_other(postgres_server: Any) -> None:
     # the holder's transaction ended (rolled back): a's ratification goes through
     waiting.join(timeout=60)
     assert done == [0] and store.latest_version("a") == 0
+
+
+def test_groups_over_the_same_tables_in_opposite_orders_never_deadlock(
+    postgres_server: Any,
+) -> None:
+    """Each group locks its tables in one global order: [a, b] and [b, a] racing
+    neither deadlock (PostgreSQL would abort one) nor lose a version."""
+    store = PostgresRatifiedStore(postgres_server.new_database())
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def next_version(table_id: str) -> int:
+        latest = store.latest_version(table_id)
+        return 0 if latest is None else latest + 1
+
+    def groups(order: tuple[str, str]) -> None:
+        barrier.wait()
+        for round_ in range(20):
+            while True:
+                batch = [
+                    Ratification(t, inline(next_version(t)), f"{order}-{round_}-{t}") for t in order
+                ]
+                try:
+                    store.ratify_many(batch)
+                    break
+                except RatificationError:
+                    continue  # the other group took a version: renumber (none was written)
+                except BaseException as error:
+                    errors.append(error)
+                    return
+
+    threads = [threading.Thread(target=groups, args=(o,)) for o in (("a", "b"), ("b", "a"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert store.latest_version("a") == store.latest_version("b") == 39
 
 
 def test_ratifications_are_synchronous_whatever_the_server_default(postgres_server: Any) -> None:
