@@ -309,6 +309,22 @@ class PublishBacklogError(RaydeltaError):
         return str(self.args[0])
 
 
+class CatalogStoreError(RaydeltaError):
+    """The catalog's durable store failed: it could not be reached, refused
+    the credentials, or holds a schema this raydelta does not know.
+    ``store`` names the store without its secrets (a PostgreSQL DSN without
+    its password); the message never holds one either. A write in flight when
+    it failed may or may not have taken effect: retry it with the same
+    ``txnId`` (exactly once)."""
+
+    def __init__(self, message: str, store: str | None = None) -> None:
+        super().__init__(message, store)
+        self.store = store
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 # --- authorization (catalog-managed tables) ---------------------------------------
 
 
@@ -381,6 +397,23 @@ class CredentialsUnavailableError(RaydeltaError):
     """The catalog cannot vend credentials scoped to the location asked for
     (no role to assume is configured, or the token service refused); it
     never hands out its own keys instead. The message says how to configure it."""
+
+
+# --- installation --------------------------------------------------------------
+
+
+class MissingDependencyError(RaydeltaError, ImportError):
+    """A feature needs an optional dependency that is not installed:
+    ``package`` is what is missing, ``extra`` raydelta's extra that installs
+    it (``pip install 'raydelta[<extra>]'``, in the message too)."""
+
+    def __init__(self, message: str, package: str | None = None, extra: str | None = None):
+        super().__init__(message, package, extra)
+        self.package = package
+        self.extra = extra
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 # --- maintenance ---------------------------------------------------------------

@@ -57,6 +57,7 @@ from raydelta.storage.catalog.ratified_store import (
     SqliteRatifiedStore,
     TableEntry,
 )
+from raydelta.storage.catalog.stores import open_store
 from raydelta.storage.history import load_history
 from raydelta.storage.table_location import normalize_uri
 from raydelta.table import CheckpointKind, Table
@@ -229,8 +230,12 @@ class CatalogTable(Table):
 class Catalog:
     """A handle on a ``CatalogActor`` (module docstring).
 
-    ``store``: the durable store of ratified commits and names (default: a
-    SQLite file ``catalog.sqlite`` under ``root``). ``root``: where tables
+    ``store``: the durable store of ratified commits and names: a
+    :class:`~raydelta.storage.catalog.ratified_store.RatifiedCommitStore`, or
+    its URL (``"postgresql://user@host:5432/db"`` for a catalog whose hosts
+    span nodes, ``"sqlite:///path"``; see
+    :func:`~raydelta.storage.catalog.stores.open_store`); default: a SQLite
+    file ``catalog.sqlite`` under ``root``. ``root``: where tables
     created without a location go (default ``./raydelta-catalog``).
     ``max_unpublished``: the backlog of ratified, unpublished commits of one
     table past which commits are refused with the retryable
@@ -251,7 +256,7 @@ class Catalog:
 
     def __init__(
         self,
-        store: RatifiedCommitStore | None = None,
+        store: RatifiedCommitStore | str | os.PathLike[str] | None = None,
         *,
         name: str = "default",
         root: str | None = None,
@@ -268,10 +273,16 @@ class Catalog:
         if store is None:
             if not root_uri.startswith("file://"):
                 raise InvalidArgumentError(
-                    "a catalog on remote storage needs a store "
-                    "(LogStorageRatifiedStore(root) or SqliteRatifiedStore(path))"
+                    "a catalog on remote storage needs a store (a postgresql:// URL, "
+                    "LogStorageRatifiedStore(root) or SqliteRatifiedStore(path))"
                 )
             store = SqliteRatifiedStore(os.path.join(root_uri[len("file://") :], "catalog.sqlite"))
+        elif isinstance(store, str | os.PathLike):
+            store = open_store(store)
+        elif not isinstance(store, RatifiedCommitStore):
+            raise InvalidArgumentError(
+                f"store must be a RatifiedCommitStore or its URL, got {type(store).__name__}"
+            )
         settings = CatalogSettings(
             root=root_uri,
             authorization=authorization,

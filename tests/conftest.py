@@ -170,3 +170,19 @@ def s3_server() -> Iterator[Any]:
     server = start_s3_server()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server on loopback, from the machine's own binaries,
+    started once per session and stopped at its end (``tests/postgres_server.py``:
+    ``new_database()`` returns the URL of a fresh database, ``dsn()``). Missing
+    binaries fail the test with what to install (``.ci/run`` installs them)."""
+    from tests.postgres_server import PostgresNotInstalledError, start_postgres_server
+
+    try:
+        server = start_postgres_server()
+    except PostgresNotInstalledError as missing:
+        pytest.fail(str(missing))
+    yield server
+    server.stop()

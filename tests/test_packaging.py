@@ -6,7 +6,7 @@
   example table and every ``py.typed`` are inside; it declares the
   ``raydelta`` console script.
 - ``import raydelta`` works, and every name of ``raydelta.__all__`` resolves,
-  when pyspark, deltalake, duckdb and pandas cannot be imported.
+  when pyspark, deltalake, duckdb, pandas and psycopg cannot be imported.
 - The old top-level names ``protocol``, ``storage`` and ``actors`` are not
   importable outside the repository.
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("protocol", "storage", "actors")
-OPTIONAL = ("pyspark", "deltalake", "duckdb", "pandas")
+OPTIONAL = ("pyspark", "deltalake", "duckdb", "pandas", "psycopg")
 
 # Not part of any build: the test suite, tools' caches, earlier build output.
 _NOT_SOURCE = shutil.ignore_patterns(

@@ -4,7 +4,8 @@
 Protocol": "A catalog must not ratify version ``v`` until it has ratified
 version ``v - 1``, and it must ratify version ``v`` at most once"; "The
 catalog must store [...] ratified commits [...] until they are published").
-Two implementations keep it across processes and machines:
+Three implementations keep it across processes and machines (SQLite and
+PostgreSQL also open by URL: :func:`raydelta.storage.catalog.stores.open_store`):
 
 - :class:`SqliteRatifiedStore` (the default): one embedded SQLite file;
   every change is one ``BEGIN IMMEDIATE`` transaction, so concurrent
@@ -16,8 +17,12 @@ Two implementations keep it across processes and machines:
   the backend's atomic put-if-absent (the log store's primitive), so a
   catalog restarted on another node of a cluster with shared storage finds
   everything.
+- :class:`PostgresRatifiedStore` (in :mod:`raydelta.storage.catalog.postgres_store`,
+  the ``postgres`` extra): tables in a PostgreSQL database, each
+  ratification one transaction under the table's advisory lock, for a
+  catalog whose hosts span nodes.
 
-Contract (``tests/catalog_store/`` checks it on both):
+Contract (``tests/catalog_store/`` checks it on every one):
 
 Ratify
     :meth:`~RatifiedCommitStore.ratify` records ``commit`` as version
@@ -32,8 +37,9 @@ Ratify
     commit, whatever version is asked for now: retries are exactly-once.
     Of concurrent callers (threads, processes, two catalog incarnations) on
     one version, exactly one wins. :meth:`~RatifiedCommitStore.ratify_many`
-    ratifies several commits in order (group commit: SQLite writes them in
-    one transaction, so one fsync makes all of them durable, or none).
+    ratifies several commits in order (group commit: SQLite and PostgreSQL
+    write them in one transaction, so one fsync makes all of them durable, or
+    none).
 Read
     :meth:`~RatifiedCommitStore.ratified` returns the commits not yet marked
     published, ascending and contiguous, optionally within

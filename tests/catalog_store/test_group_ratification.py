@@ -1,14 +1,14 @@
-"""Group commit: ``ratify_many`` on both durable stores, and the catalog's
-:class:`GroupRatifier` (leader/follower) on a real SQLite store with real
-threads: every commit durable before its waiter returns, in order, and a
-failed transaction fails everything numbered on top of it."""
+"""Group commit: ``ratify_many`` on every durable store, and the catalog's
+:class:`GroupRatifier` (leader/follower) on a real SQLite store and a real
+PostgreSQL database with real threads: every commit durable before its
+waiter returns, in order, and a failed transaction fails everything numbered
+on top of it."""
 
 from __future__ import annotations
 
 import threading
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -18,19 +18,10 @@ from raydelta.protocol.errors import RatificationError, VersionAlreadyRatifiedEr
 from raydelta.storage.catalog.ratified_store import (
     Ratification,
     RatifiedCommitStore,
-    SqliteRatifiedStore,
 )
-from raydelta.storage.catalog.ratified_store_files import LogStorageRatifiedStore
 from tests.catalog_managed.managed_tables import data_commit
 
-StoreFactory = Callable[[], RatifiedCommitStore]
-
-
-@pytest.fixture(params=["sqlite", "log_storage"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    if request.param == "sqlite":
-        return lambda: SqliteRatifiedStore(tmp_path / "catalog.db")
-    return lambda: LogStorageRatifiedStore(tmp_path.as_uri())
+StoreFactory = Callable[[], RatifiedCommitStore]  # the fixtures: conftest.py
 
 
 def ratification(table_id: str, version: int, txn_id: str | None = None) -> Ratification:
@@ -71,8 +62,10 @@ def test_a_txn_ratified_before_is_refused_in_a_batch(make_store: StoreFactory) -
     assert make_store().latest_version("t") == 0
 
 
-def test_group_ratifier_concurrent_waiters_are_durable_in_order(tmp_path: Path) -> None:
-    store = SqliteRatifiedStore(tmp_path / "catalog.db")
+def test_group_ratifier_concurrent_waiters_are_durable_in_order(
+    make_database_store: StoreFactory,
+) -> None:
+    store = make_database_store()
     durable: list[int] = []
     group = GroupRatifier(
         store,
@@ -94,7 +87,7 @@ def test_group_ratifier_concurrent_waiters_are_durable_in_order(tmp_path: Path) 
                 ticket = group.last
             group.wait(ticket)
             # answered only once the store has it (read through another connection)
-            seen[version] = SqliteRatifiedStore(tmp_path / "catalog.db").latest_version("t")
+            seen[version] = make_database_store().latest_version("t")
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
     for thread in threads:
@@ -108,17 +101,17 @@ def test_group_ratifier_concurrent_waiters_are_durable_in_order(tmp_path: Path) 
     assert 1 <= group.transactions <= 200
 
 
-def test_group_ratifier_failure_fails_the_rest_and_reports_the_table(tmp_path: Path) -> None:
-    store = SqliteRatifiedStore(tmp_path / "catalog.db")
+def test_group_ratifier_failure_fails_the_rest_and_reports_the_table(
+    make_database_store: StoreFactory,
+) -> None:
+    store = make_database_store()
     stale: set[str] = set()
     durable: list[Ticket] = []
     group = GroupRatifier(store, on_durable=durable.append, on_failure=stale.update)
     group.submit(ratification("t", 0), b"{}")
     group.wait(group.last)
     # Another incarnation of the catalog wins version 1 meanwhile.
-    SqliteRatifiedStore(tmp_path / "catalog.db").ratify(
-        "t", ratification("t", 1, "elsewhere").commit, txn_id="elsewhere"
-    )
+    make_database_store().ratify("t", ratification("t", 1, "elsewhere").commit, txn_id="elsewhere")
     first = group.submit(ratification("t", 1), b"{}")
     second = group.submit(ratification("t", 2), b"{}")
     with pytest.raises(VersionAlreadyRatifiedError):

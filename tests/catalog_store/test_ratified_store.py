@@ -21,7 +21,6 @@ from raydelta.protocol.errors import (
     VersionAlreadyRatifiedError,
 )
 from raydelta.storage.catalog.ratified_store import (
-    LogStorageRatifiedStore,
     RatifiedCommitStore,
     SqliteRatifiedStore,
     TableEntry,
@@ -29,15 +28,7 @@ from raydelta.storage.catalog.ratified_store import (
 from tests.catalog_managed.managed_tables import data_commit
 from tests.catalog_store.store_race import race
 
-StoreFactory = Callable[[], RatifiedCommitStore]
-
-
-@pytest.fixture(params=["sqlite", "log_storage"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """A factory: each call opens the *same* durable store anew (a restarted catalog)."""
-    if request.param == "sqlite":
-        return lambda: SqliteRatifiedStore(tmp_path / "catalog.db")
-    return lambda: LogStorageRatifiedStore(tmp_path.as_uri())
+StoreFactory = Callable[[], RatifiedCommitStore]  # the fixtures: conftest.py
 
 
 def staged(version: int) -> RatifiedCommit:
