@@ -602,12 +602,11 @@ def _delete_written(
     result: WriteResult, table_uri: str, storage_options: dict[str, Any] | None
 ) -> None:
     """Remove the data files of a write that will not be committed."""
-    from raydelta.storage.data.files import data_file_path
-    from raydelta.storage.log.store import split_uri
+    from raydelta.storage.log.store import log_store_for
 
-    fs, root = split_uri(table_uri, storage_options)
+    store = log_store_for(table_uri, storage_options)
     for add in result.adds:
-        fs.rm(data_file_path(fs, root, add.path))
+        store.remove_file(store.data_path(add.path))
 
 
 __all__ = ["History", "Table", "Transaction", "create_table", "open_table", "release_table"]

@@ -1,5 +1,6 @@
-"""The log store contract (storage/log/store.py docstring), on every backend we run here
-(S3 through moto's server on loopback: the ``s3_server`` session fixture)."""
+"""The table-storage contract (storage/backends/contract.py docstring), on every backend
+we run here, with the same tests for each (S3 through moto's server on loopback: the
+``s3_server`` session fixture), and the registry that picks a backend by URI scheme."""
 
 from __future__ import annotations
 
@@ -29,14 +30,12 @@ from raydelta.protocol.file_names import (
     sidecar_name,
     staged_commit_name,
 )
-from raydelta.storage.log.s3_store import S3LogStore, SingleWriterLogStore
-from raydelta.storage.log.store import (
-    LocalLogStore,
-    LogStore,
-    MemoryLogStore,
-    ObjectStoreLogStore,
-    log_store_for,
-)
+from raydelta.storage.backends.exclusive_create import ObjectStoreLogStore
+from raydelta.storage.backends.local import LocalLogStore
+from raydelta.storage.backends.memory import MemoryLogStore
+from raydelta.storage.backends.s3 import S3LogStore
+from raydelta.storage.backends.single_writer import SingleWriterLogStore
+from raydelta.storage.log.store import LogStore, log_store_for
 from tests.hadoop_crc import disagreeing_crcs, orphan_crcs, write_crc
 
 
