@@ -71,7 +71,7 @@ def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
     from raydelta.actors.table.client import TableClient
     from raydelta.protocol.actions import AddFile
     from raydelta.protocol.file_names import commit_name
-    from raydelta.storage.log.store import LocalLogStore
+    from raydelta.storage.backends.local import LocalLogStore
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     table_dir = Path(root, f"ours-{transport}")

@@ -60,7 +60,7 @@ STAGES = (
 def install_stage_timers(_actor: Any = None) -> bool:
     """Wrap the commit path's stages in this process (idempotent); returns True."""
     import raydelta.actors.table.coordinator as coordinator_module
-    import raydelta.storage.log.store as log_store_module
+    import raydelta.storage.backends.local as log_store_module
 
     if getattr(coordinator_module, "_profile_times", None) is not None:
         return True
@@ -186,7 +186,7 @@ def _floor(root: Path, commits: int, data: bytes) -> dict[str, Any]:
     from fsspec.implementations.local import LocalFileSystem
 
     from raydelta.protocol.file_names import commit_name
-    from raydelta.storage.log.store import LocalLogStore
+    from raydelta.storage.backends.local import LocalLogStore
 
     store = LocalLogStore(LocalFileSystem(), str(root / "floor"), fsync=True)
     seconds = []

@@ -122,9 +122,6 @@ def delete_written(
     result: WriteResult, table_uri: str, storage_options: dict[str, Any] | None
 ) -> None:
     """Remove the data files of a write that will not be committed."""
-    from raydelta.storage.data.files import data_file_path
-    from raydelta.storage.log.store import split_uri
+    from raydelta.storage.data.files import remove_data_files
 
-    fs, root = split_uri(table_uri, storage_options)
-    for add in result.adds:
-        fs.rm(data_file_path(fs, root, add.path))
+    remove_data_files(table_uri, [add.path for add in result.adds], storage_options=storage_options)

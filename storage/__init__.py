@@ -1,4 +1,4 @@
-"""All of raydelta's I/O (installed as ``raydelta.storage``): fsspec and pyarrow.
+"""All of raydelta's I/O (installed as ``raydelta.storage``): table storage and pyarrow.
 
 Log stores (list, read, put-if-absent), snapshots, checkpoints, the data
 writer and reader. A documented layer for log-level callers

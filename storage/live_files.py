@@ -38,7 +38,6 @@ from raydelta.protocol.file_actions import ADD_SCHEMA, actions_to_table
 from raydelta.protocol.log_segment import LogSegment
 from raydelta.protocol.reconciliation import TableState, apply_commits
 from raydelta.storage.catalog.commits import InlineCommits, catalog_view
-from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.reader import (
     STREAM_BATCH_ROWS,
     CheckpointContents,
@@ -121,7 +120,7 @@ def iter_live_files_from_store(
     from raydelta.storage.log.reader import read_last_checkpoint
 
     hint = read_last_checkpoint(store)
-    root = table_root_key_of(store.fs, store.table_root)
+    root = store.table_root_key
 
     def base_of(segment: LogSegment, _inline: InlineCommits) -> TableState:
         checkpoint = segment.checkpoint

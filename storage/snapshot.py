@@ -85,7 +85,6 @@ from raydelta.storage.catalog.commits import (
     ratified_files,
 )
 from raydelta.storage.compaction import replay_compactions_safely
-from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.reader import (
     checkpoint_head,
     checkpoint_state,
@@ -237,7 +236,7 @@ def _read_units(
     if read is None or any(u.kind is LogFileKind.COMPACTION and not a for u, a in read):
         units = list(segment.commits)
         read = list(zip(units, _read_commit_units(store, units, inline), strict=True))
-    root = table_root_key_of(store.fs, store.table_root)
+    root = store.table_root_key
     read = replay_compactions_safely(store, segment, read, root)  # unreconciled: commits
     for unit, actions in read:
         if unit.kind is not LogFileKind.COMPACTION:
@@ -259,7 +258,7 @@ def replay_segment(
 ) -> tuple[TableState, dict[int, Any]]:
     """The state a log segment describes, and the commitInfos it read
     (``inline``: a catalog's inline commits, see :func:`load_snapshot_from_store`)."""
-    root = table_root_key_of(store.fs, store.table_root)
+    root = store.table_root_key
     if segment.checkpoint is not None:
         checkpoint = segment.checkpoint
         state = checkpoint_state(store, checkpoint.version, checkpoint.files, table_root=root)

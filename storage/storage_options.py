@@ -25,7 +25,8 @@ when the options leave them out.
 
 Invariants:
 - :func:`fsspec_options` is the only function that turns user options into
-  keyword arguments of an fsspec filesystem (``split_uri`` calls it), so every
+  keyword arguments of an fsspec filesystem (the fsspec backends of
+  :mod:`raydelta.storage.backends` call it), so every
   layer (actors, checkpoint tasks, cleanup, data writer, scan) reads a table
   with the same options.
 - S3 listings that decide a version are never served from s3fs's in-process

@@ -320,7 +320,9 @@ UNIT_IMPORTS: dict[str, dict[str, set[str]]] = {
         "__init__": set(),
         "storage_options": set(),
         "table_location": set(),
-        "log": {"storage_options"},
+        # the table-storage contract and its backends (one module each, a registry)
+        "backends": {"storage_options"},
+        "log": {"storage_options", "backends"},
         "data": {"log", "storage_options"},
         "catalog": {"log", "storage_options"},
         "snapshot": {"log", "data", "catalog", "compaction"},
@@ -330,7 +332,7 @@ UNIT_IMPORTS: dict[str, dict[str, set[str]]] = {
         "scan": {"log", "data", "snapshot"},
         "live_files": {"log", "data", "catalog", "snapshot"},
         "checkpoint": {"log", "data", "snapshot", "compaction"},
-        "cleanup": {"log", "data", "snapshot", "checkpoint"},
+        "cleanup": {"log", "data", "snapshot", "checkpoint", "backends"},
     },
     "actors": {
         "__init__": {"*"},

@@ -560,7 +560,7 @@ def ensure_staged_commits_dir(location: str, storage_options: dict[str, Any] | N
     have no directories: nothing to do."""
     store = log_store_for(location, storage_options)
     if store.on_local_disk:
-        store.fs.makedirs(store.path_of(STAGED_COMMITS_DIR), exist_ok=True)
+        store.makedirs(store.path_of(STAGED_COMMITS_DIR))
 
 
 def _namespace_info(

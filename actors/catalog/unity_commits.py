@@ -56,7 +56,6 @@ from raydelta.protocol.file_names import (
 from raydelta.protocol.locations import hadoop_location
 from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.storage.catalog.ratified_store import TableEntry
-from raydelta.storage.log.store import mtime_ms
 
 if TYPE_CHECKING:
     from raydelta.actors.catalog.actor import CatalogSettings
@@ -191,8 +190,8 @@ class UnityCommitMethods:
         for commit in held:
             name = names[commit.version]
             try:  # one stat per held file: _staged_commits keeps every file ever staged
-                info = store.fs.info(store.path_of(name))
-                size, modified = int(info.get("size") or 0), mtime_ms(info)
+                status = store.status(store.path_of(name))
+                size, modified = status.size, status.modification_time
             except FileNotFoundError:
                 size, modified = -1, 0
             commits.append(

@@ -90,7 +90,6 @@ from raydelta.protocol.row_tracking import (
 )
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.winning_commits import WinningCommit
-from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import Snapshot
 
@@ -115,7 +114,7 @@ class CommitCoordinator:
         self.committer = committer
         self.store = committer.store
         # The root as log paths are compared against it (file_actions.canonical_path).
-        self._root_key = table_root_key_of(self.store.fs, self.store.table_root)
+        self._root_key = self.store.table_root_key
         self.window_size = window
         self.history = TableHistory(window)
         self._config_cache: TableConfiguration | None = None

@@ -30,8 +30,7 @@ import pyarrow as pa
 from raydelta.protocol.errors import InvalidPredicateError
 from raydelta.protocol.predicates import AlwaysTrue, Predicate, parse_predicate
 from raydelta.storage.data.dml import Condition, FileRewrite, RewriteSpec, rewrite_files
-from raydelta.storage.data.files import data_file_path
-from raydelta.storage.log.store import split_uri
+from raydelta.storage.data.files import remove_data_files
 from raydelta.storage.scan import select_files
 from raydelta.storage.snapshot import Snapshot
 
@@ -221,8 +220,4 @@ def _unwrapped(error: BaseException) -> BaseException:
 
 def delete_written(spec: RewriteSpec, result: FileRewrite) -> None:
     """Remove the files one rewrite wrote (the DML is not committed)."""
-    fs, root = split_uri(spec.table_uri, spec.storage_options)
-    for path in result.written:
-        target = data_file_path(fs, root, path)
-        if fs.exists(target):
-            fs.rm(target)
+    remove_data_files(spec.table_uri, result.written, storage_options=spec.storage_options)

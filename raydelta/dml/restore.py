@@ -24,8 +24,7 @@ from raydelta.protocol.dml_metrics import RestoreMetrics
 from raydelta.protocol.errors import InvalidArgumentError, VersionNotFoundError
 from raydelta.protocol.events import IsolationLevel
 from raydelta.protocol.file_actions import canonical_path, row_to_add
-from raydelta.storage.data.files import data_file_path
-from raydelta.storage.log.store import split_uri
+from raydelta.storage.log.store import log_store_for
 
 if TYPE_CHECKING:
     from raydelta.actors.table.client import TableClient
@@ -60,10 +59,9 @@ def restore(table: TableClient, target: int | str | datetime) -> RestoreMetrics:
     old_rows = {_key(r): r for r in old.files.to_pylist()}
     to_add = [old_rows[k] for k in old_rows if k not in current_rows]
     to_remove = [current_rows[k] for k in current_rows if k not in old_rows]
-    fs, root = split_uri(table.uri, table.storage_options)
+    store = log_store_for(table.uri, table.storage_options)
     for row in to_add:
-        path = data_file_path(fs, root, row["path"])
-        if not fs.exists(path):
+        if not store.exists(store.data_path(row["path"])):
             raise VersionNotFoundError(
                 f"cannot restore to version {old.version}: its data file {row['path']!r} "
                 "no longer exists (vacuumed?)"

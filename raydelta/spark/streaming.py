@@ -67,10 +67,11 @@ class StreamingSourceError(RaydeltaError):
 
 def checkpoint_query_id(checkpoint_location: str) -> str | None:
     """The query id Spark keeps in ``<checkpointLocation>/metadata``."""
-    import fsspec
+    from raydelta.storage.log.store import log_store_for
 
     try:
-        with fsspec.open(checkpoint_location.rstrip("/") + "/metadata", "r") as handle:
+        store = log_store_for(checkpoint_location.rstrip("/"))
+        with store.open_input(store.root_path("metadata")) as handle:
             first = handle.readline()
     except (FileNotFoundError, OSError):
         return None

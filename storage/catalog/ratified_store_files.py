@@ -112,14 +112,13 @@ class LogStorageRatifiedStore(RatifiedCommitStore):
         return True
 
     def _exists(self, name: str) -> bool:
-        return bool(self._store.fs.exists(self._store.path_of(name)))
+        return self._store.exists(self._store.path_of(name))
 
     def _list(self, directory: str) -> list[str]:
-        try:
-            infos = self._store.fs.ls(self._store.path_of(directory), detail=False)
-        except FileNotFoundError:
+        scan = self._store.scan_directory(self._store.path_of(directory))
+        if scan is None:
             return []
-        names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in infos]
+        names = [name for name, _ in scan.entries]
         return sorted(n for n in names if n.endswith(".json") and not n.startswith("."))
 
     @staticmethod

@@ -110,7 +110,7 @@ def read_fingerprints(
 ) -> pa.Array | None:
     """The key fingerprints a shard sidecar's footer records (None: no index)."""
     try:
-        with store.fs.open(sidecar_path(store, sidecar), "rb") as handle:
+        with store.open_input(sidecar_path(store, sidecar)) as handle:
             metadata = pq.read_metadata(handle).metadata or {}
     except FileNotFoundError:
         return None

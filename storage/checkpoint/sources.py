@@ -91,7 +91,6 @@ from raydelta.storage.checkpoint.incremental import TAG_OVERFLOW, AlignedSidecar
 from raydelta.storage.checkpoint.shards import drop_expired_tombstones, drop_keys
 from raydelta.storage.checkpoint.writer import create_classic_checkpoint, parquet_write_options
 from raydelta.storage.compaction import replay_compactions_safely
-from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,
@@ -233,7 +232,7 @@ class LogDelta:
 
 def _parquet_has_rows(path: str, store: LogStore, column: str) -> bool:
     """Whether a parquet file has a non-null row in struct column ``column``."""
-    with store.fs.open(path, "rb") as handle:
+    with store.open_input(path) as handle:
         parquet = pq.ParquetFile(handle)
         if column not in parquet.schema_arrow.names:
             return False
@@ -325,7 +324,7 @@ def read_log_delta(
 
     # an invalid previous checkpoint is not built upon: an older one or the commits are
     segment, _, described = read_valid_segment(build, describe)
-    root = table_root_key_of(store.fs, store.table_root)
+    root = store.table_root_key
     base = TableState(table_root=root)
     previous: PreviousCheckpoint | None = None
     if described is not None:
@@ -378,7 +377,7 @@ def checkpoint_pieces(
         if path.endswith(".json"):
             pieces.append(SourcePiece(path, format="json"))
             continue
-        with store.fs.open(path, "rb") as handle:
+        with store.open_input(path) as handle:
             metadata = pq.ParquetFile(handle).metadata
         group: list[int] = []
         rows = 0
@@ -404,14 +403,14 @@ def estimated_file_actions(store: LogStore, previous: PreviousCheckpoint | None)
             try:
                 total += int(tags.get(TAG_NUM_ADDS) or "") + int(tags.get(TAG_NUM_REMOVES) or "")
             except ValueError:
-                with store.fs.open(sidecar_path(store, sidecar), "rb") as handle:
+                with store.open_input(sidecar_path(store, sidecar)) as handle:
                     total += pq.ParquetFile(handle).metadata.num_rows
         return total
     for path in previous.paths:
         if path.endswith(".json"):
-            total += max(0, int(store.fs.info(path).get("size") or 0) // 500)
+            total += max(0, store.status(path).size // 500)
             continue
-        with store.fs.open(path, "rb") as handle:
+        with store.open_input(path) as handle:
             total += pq.ParquetFile(handle).metadata.num_rows
     return total
 
@@ -438,11 +437,11 @@ def read_file_actions(
     contents = CheckpointContents()
     footer: dict[bytes, bytes] = {}
     if piece.format == "json":
-        with store.fs.open(piece.path, "rb") as handle:
+        with store.open_input(piece.path) as handle:
             actions = parse_actions(handle.read())
         contents.add_json_actions([a for a in actions if isinstance(a, (AddFile, RemoveFile))])
     else:
-        with store.fs.open(piece.path, "rb") as handle:
+        with store.open_input(piece.path) as handle:
             parquet = pq.ParquetFile(handle)
             columns = _parquet_columns(parquet.schema_arrow, ("add", "remove"))
             if piece.row_groups is None:

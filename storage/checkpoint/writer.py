@@ -145,8 +145,8 @@ def _parquet_bytes(table: pa.Table, metadata: Mapping[str, str] | None = None) -
 def _modification_time(store: LogStore, name: str, fallback_ms: int | None) -> int:
     """The stored file's modification time in ms, else ``fallback_ms`` (else 0)."""
     try:
-        stamp = int(store.fs.modified(store.path_of(name)).timestamp() * 1000)
-    except (NotImplementedError, FileNotFoundError, AttributeError, OSError):
+        stamp = store.status(store.path_of(name)).modification_time
+    except OSError:  # FileNotFoundError among them
         stamp = 0
     if stamp > 0:
         return stamp
@@ -166,7 +166,7 @@ def write_last_checkpoint(store: LogStore, info: LastCheckpointInfo) -> bool:
 def classic_checkpoint_exists(store: LogStore, version: int) -> bool:
     """Whether ``<version>.checkpoint.parquet`` is there and not empty."""
     try:
-        return int(store.fs.size(store.path_of(classic_checkpoint_name(version))) or 0) > 0
+        return store.status(store.path_of(classic_checkpoint_name(version))).size > 0
     except FileNotFoundError:
         return False
 
@@ -186,7 +186,7 @@ def create_classic_checkpoint(store: LogStore, version: int, data: bytes) -> boo
         store.put_if_absent(name, data)
     except FileAlreadyExistsError:
         try:
-            size = int(store.fs.size(store.path_of(name)) or 0)
+            size = store.status(store.path_of(name)).size
         except FileNotFoundError:  # deleted meanwhile (metadata cleanup): it was old
             size = -1
         if size != 0:
@@ -220,7 +220,7 @@ def _non_file_blocks(actions: Sequence[Action]) -> list[tuple[str, pa.Array]]:
 
 def ensure_published(store: LogStore, config: TableConfiguration, version: int) -> None:
     """A catalog-managed table's checkpoint needs ``<version>.json`` published."""
-    if config.is_catalog_managed and not store.fs.exists(store.path_of(commit_name(version))):
+    if config.is_catalog_managed and not store.exists(store.path_of(commit_name(version))):
         raise CheckpointWriteError(
             f"version {version} of the catalog-managed table {store.table_root} is not "
             "published yet: only published versions may be checkpointed"
@@ -318,7 +318,7 @@ def _verify_sidecars(store: LogStore, sidecars: Sequence[Sidecar]) -> None:
     for sidecar in sidecars:
         path = sidecar_path(store, sidecar)
         try:
-            size = int(store.fs.info(path).get("size") or -1)
+            size = store.status(path).size or -1
         except FileNotFoundError:
             raise CheckpointWriteError(f"sidecar {sidecar.path} does not exist ({path})") from None
         if size != sidecar.size_in_bytes:
@@ -340,7 +340,7 @@ def _sidecar_rows(store: LogStore, sidecars: Sequence[Sidecar]) -> tuple[int, in
                 adds += counts[0]
             continue
         adds = None
-        with store.fs.open(sidecar_path(store, sidecar), "rb") as handle:
+        with store.open_input(sidecar_path(store, sidecar)) as handle:
             actions += pq.ParquetFile(handle).metadata.num_rows
     return actions, adds
 

@@ -2,9 +2,11 @@
 
 A listing walks the table root (or some root-relative prefixes of it)
 without following symlinks and returns the unprotected, non-hidden files
-with their size and modification time, plus every directory seen. On local
-disks it uses ``os.scandir`` (the store is :attr:`LogStore.on_local_disk`),
-elsewhere the store's fsspec filesystem.
+with their size and modification time, plus every directory seen. It is one
+walk for every backend, made of the store's directory scans
+(:meth:`LogStore.scan_directory`: ``os.scandir`` on a local disk, a listing
+request on an object store), asking a file's size and time only for files
+it may delete.
 
 Invariants:
 - Hidden names (``_``/``.`` prefixes, except partition directories such as
@@ -33,18 +35,21 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
-import fsspec
 import pyarrow as pa
 
 from raydelta.protocol.cleanup_rules import is_hidden_name
 from raydelta.protocol.file_names import hadoop_crc_target
-from raydelta.storage.log.store import LogStore, mtime_ms
+from raydelta.storage.backends.contract import (
+    ENTRY_DIRECTORY,
+    ENTRY_FILE,
+    ENTRY_SYMLINK,
+    DirectoryScan,
+)
+from raydelta.storage.log.store import LogStore
 
 LISTING_SCHEMA = pa.schema(
     [
@@ -101,40 +106,41 @@ Lister = Callable[[LogStore, frozenset[str], Collection[str]], DirectoryListing]
 """``lister(store, partition_columns, protected)`` lists the whole table."""
 
 
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}/{name}" if prefix else name
-
-
-def _list_local(
-    root: str,
+def _walk(
+    store: LogStore,
     prefix: str,
     partition_columns: frozenset[str],
     protected: Collection[str],
     *,
     recursive: bool,
 ) -> tuple[DirectoryListing, list[str]]:
+    """List ``prefix`` (root-relative; ``""`` is the root) with the module's
+    rules, one :meth:`~LogStore.scan_directory` per directory; with
+    ``recursive`` false, only ``prefix`` itself, returning its non-hidden
+    subdirectories unentered. Hadoop checksum files are sorted out only on
+    local disks (the only stores that have them); elsewhere a ``.crc`` is a
+    hidden file like any other."""
     paths: list[str] = []
     sizes: list[int] = []
     mtimes: list[int] = []
     listing = DirectoryListing()
     subdirs: list[str] = []
+    checksums = store.on_local_disk
     stack = [prefix]
     while stack:
         relative = stack.pop()
-        kept = 0
-        try:
-            entries = list(os.scandir(os.path.join(root, relative) if relative else root))
-        except (FileNotFoundError, NotADirectoryError):
+        scan = store.scan_directory(store.root_path(relative))
+        if scan is None:
             continue
+        kept = 0
         base = relative + "/" if relative else ""
         candidates: set[str] = set()
-        crcs: list[os.DirEntry[str]] = []
-        for entry in entries:
-            name = entry.name
-            if entry.is_file(follow_symlinks=False):
+        crcs: list[str] = []
+        for name, kind in scan.entries:
+            if kind == ENTRY_FILE:
                 if name[0] in "_.":  # a hidden file
-                    if name[0] == "." and hadoop_crc_target(name) is not None:
-                        crcs.append(entry)  # decided below, once every name is known
+                    if checksums and name[0] == "." and hadoop_crc_target(name) is not None:
+                        crcs.append(name)  # decided below, once every name is known
                     else:
                         kept += 1
                     continue
@@ -143,12 +149,12 @@ def _list_local(
                 if path in protected:
                     kept += 1
                     continue
-                info = entry.stat(follow_symlinks=False)
+                status = scan.status(name)
                 paths.append(path)
-                sizes.append(info.st_size)
-                mtimes.append(info.st_mtime_ns // 1_000_000)
+                sizes.append(status.size)
+                mtimes.append(status.modification_time)
                 candidates.add(name)
-            elif entry.is_dir(follow_symlinks=False):
+            elif kind == ENTRY_DIRECTORY:
                 if is_hidden_name(name, partition_columns, is_dir=True):
                     kept += 1
                 elif recursive:
@@ -157,14 +163,14 @@ def _list_local(
                     subdirs.append(base + name)
                     kept += 1
             else:  # a symlink (never followed, never deleted) or a special file
-                if entry.is_symlink():
+                if kind == ENTRY_SYMLINK:
                     listing.symlinks.append(base + name)
                 kept += 1
         if crcs:
-            kept += _sort_crcs(crcs, base, candidates, {e.name for e in entries}, listing)
+            names = {name for name, _ in scan.entries}
+            kept += _sort_crcs(scan, crcs, base, candidates, names, listing)
         if relative:
-            mtime = os.stat(os.path.join(root, relative), follow_symlinks=False).st_mtime_ns
-            listing.dirs.append((relative, mtime // 1_000_000, kept))
+            listing.dirs.append((relative, scan.modification_time, kept))
     listing.files = pa.table(
         [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
         schema=LISTING_SCHEMA,
@@ -173,7 +179,8 @@ def _list_local(
 
 
 def _sort_crcs(
-    crcs: Sequence[os.DirEntry[str]],
+    scan: DirectoryScan,
+    crcs: Sequence[str],
     base: str,
     candidates: Collection[str],
     names: Collection[str],
@@ -182,8 +189,8 @@ def _sort_crcs(
     """Record the checksum files of listed files and of files that are gone in
     ``listing.crcs``; return how many others there are (their files stay)."""
     kept = 0
-    for entry in crcs:
-        target = hadoop_crc_target(entry.name)
+    for name in crcs:
+        target = hadoop_crc_target(name)
         if target is not None and target in candidates:
             owner: str | None = base + target
         elif target is None or target in names or target[0] in "_.":
@@ -192,67 +199,11 @@ def _sort_crcs(
         else:
             owner = None
         try:
-            mtime = entry.stat(follow_symlinks=False).st_mtime_ns // 1_000_000
+            mtime = scan.status(name).modification_time
         except FileNotFoundError:  # removed while we listed
             continue
-        listing.crcs.append(CrcFile(base + entry.name, owner, mtime))
+        listing.crcs.append(CrcFile(base + name, owner, mtime))
     return kept
-
-
-def _list_fsspec(
-    fs: fsspec.AbstractFileSystem,
-    root: str,
-    prefix: str,
-    partition_columns: frozenset[str],
-    protected: Collection[str],
-    *,
-    recursive: bool,
-) -> tuple[DirectoryListing, list[str]]:
-    paths: list[str] = []
-    sizes: list[int] = []
-    mtimes: list[int] = []
-    listing = DirectoryListing()
-    subdirs: list[str] = []
-    stack = [prefix]
-    while stack:
-        relative = stack.pop()
-        directory = f"{root}/{relative}" if relative else root
-        try:
-            entries: list[dict[str, Any]] = fs.ls(directory, detail=True)
-        except FileNotFoundError:
-            continue
-        kept = 0
-        for info in entries:
-            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
-            path = _join(relative, name)
-            if info.get("islink"):
-                listing.symlinks.append(path)
-                kept += 1
-            elif info.get("type") == "directory":
-                if is_hidden_name(name, partition_columns, is_dir=True):
-                    kept += 1
-                elif recursive:
-                    stack.append(path)
-                else:
-                    subdirs.append(path)
-                    kept += 1
-            elif is_hidden_name(name, partition_columns, is_dir=False):
-                kept += 1
-            else:
-                listing.num_seen += 1
-                if path in protected:
-                    kept += 1
-                    continue
-                paths.append(path)
-                sizes.append(int(info.get("size") or 0))
-                mtimes.append(mtime_ms(info))
-        if relative:
-            listing.dirs.append((relative, 0, kept))  # object stores: no directory times
-    listing.files = pa.table(
-        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
-        schema=LISTING_SCHEMA,
-    )
-    return listing, subdirs
 
 
 def list_tree(
@@ -265,14 +216,7 @@ def list_tree(
     (``""`` is the whole table), recursively."""
     parts = []
     for prefix in prefixes:
-        if store.on_local_disk:
-            part, _ = _list_local(
-                store.table_root, prefix, partition_columns, protected, recursive=True
-            )
-        else:
-            part, _ = _list_fsspec(
-                store.fs, store.table_root, prefix, partition_columns, protected, recursive=True
-            )
+        part, _ = _walk(store, prefix, partition_columns, protected, recursive=True)
         parts.append(part)
     return DirectoryListing.merge(parts)
 
@@ -281,11 +225,7 @@ def list_top_level(
     store: LogStore, partition_columns: frozenset[str], protected: Collection[str]
 ) -> tuple[DirectoryListing, list[str]]:
     """The files directly under the root, and its non-hidden subdirectories."""
-    if store.on_local_disk:
-        return _list_local(store.table_root, "", partition_columns, protected, recursive=False)
-    return _list_fsspec(
-        store.fs, store.table_root, "", partition_columns, protected, recursive=False
-    )
+    return _walk(store, "", partition_columns, protected, recursive=False)
 
 
 def list_sequential(

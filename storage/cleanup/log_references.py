@@ -41,7 +41,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from raydelta.protocol.actions import AddFile, RemoveFile, Sidecar
 from raydelta.protocol.catalog_managed import ensure_catalog_access
@@ -65,7 +64,6 @@ from raydelta.protocol.log_segment import LogSegment, build_log_segment, check_c
 from raydelta.protocol.reconciliation import TableState, apply_commits, state_from_checkpoint
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.table_features import ensure_readable
-from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.reader import (
     CheckpointContents,
     read_commits,
@@ -138,7 +136,7 @@ def load_vacuum_view(uri: str, store: LogStore) -> VacuumLogView | Snapshot:
         checkpoint is not None and any(not p.name.endswith(".parquet") for p in checkpoint.files)
     ):
         return load_snapshot_from_store(uri, store)
-    root = table_root_key_of(store.fs, store.table_root)
+    root = store.table_root_key
     parts = _checkpoint_parts(store, segment)
     try:
         head = _checkpoint_head(segment, parts)
@@ -203,8 +201,7 @@ def _read_part(store: LogStore, path: str, *, top_level: bool) -> _Part:
     """The file-action leaves (and, in a top-level part, ``protocol``,
     ``metaData`` and the sidecar paths) of one parquet file, in one read."""
     try:
-        handle: Any = path if store.on_local_disk else store.fs.open(path, "rb")
-        parquet = pq.ParquetFile(handle, memory_map=store.on_local_disk)
+        parquet = store.open_parquet(path, memory_map=True)
         schema = parquet.schema_arrow
         columns = _leaves(schema, "add") + _leaves(schema, "remove")
         sidecar = top_level and "sidecar" in schema.names

@@ -168,7 +168,7 @@ def verify_checkpoint(store: LogStore, checkpoint: CheckpointRef) -> None:
             raise CorruptLogError(f"checkpoint {part.name} cannot be read: {exc}") from exc
         for sidecar in sidecars:
             path = sidecar_path(store, sidecar)
-            if not store.fs.exists(path):
+            if not store.exists(path):
                 raise CorruptLogError(
                     f"checkpoint {part.name} references sidecar {sidecar.path}, which is missing"
                 )

@@ -6,12 +6,12 @@
 ones under a symlinked directory (:func:`local_inside`: one
 ``lstat`` per distinct directory, ``realpath`` only for a symlink). A real
 run then asks the filesystem which are regular files (:func:`local_existing`,
-:func:`fsspec_existence`): on local disks a directory holding many
+:func:`store_existence`): on local disks a directory holding many
 candidates is scanned once (names and types, no ``stat``), the others
-get one ``lstat`` each; on other
-filesystems one ``info`` each. A dry run does not (delta-spark's VACUUM
-LITE does not): it only looks up the size of the few candidates the log
-records none for (:func:`local_sizes`, :func:`fsspec_sizes`).
+get one ``lstat`` each; on other filesystems one
+:meth:`~raydelta.storage.log.store.LogStore.status` each. A dry run does
+not (delta-spark's VACUUM LITE does not): it only looks up the size of the few candidates the log
+records none for (:func:`local_sizes`, :func:`store_sizes`).
 
 Invariants:
 - A path whose real parent directory lies outside the root's real path
@@ -79,13 +79,13 @@ def lite_candidates(
         else:
             found = local_sizes(guard, candidates)
     elif check_existence:
-        exists, sizes = fsspec_existence(store, candidates)
+        exists, sizes = store_existence(store, candidates)
         kept = candidates.filter(pa.array(exists, pa.bool_()))
         found = pa.table(
             [kept.column("path"), pa.array(sizes, pa.int64())], schema=CANDIDATES_SCHEMA
         )
     else:
-        found = fsspec_sizes(store, candidates)
+        found = store_sizes(store, candidates)
     return pa.table(
         [found.column("path"), found.column("size"), pa.nulls(found.num_rows, pa.int64())],
         schema=LISTING_SCHEMA,
@@ -202,9 +202,9 @@ def local_sizes(guard: LocalGuard, candidates: pa.Table) -> pa.Table:
     return _fill_sizes(candidates, lambda relative: _local_size(guard, relative))
 
 
-def fsspec_sizes(store: LogStore, candidates: pa.Table) -> pa.Table:
+def store_sizes(store: LogStore, candidates: pa.Table) -> pa.Table:
     """As :func:`local_sizes`, asking the store (one ``info`` per unsized candidate)."""
-    return _fill_sizes(candidates, lambda relative: _fsspec_size(store, relative))
+    return _fill_sizes(candidates, lambda relative: _store_size(store, relative))
 
 
 def _local_size(guard: LocalGuard, relative: str) -> int:
@@ -212,12 +212,12 @@ def _local_size(guard: LocalGuard, relative: str) -> int:
     return 0 if info is None else int(info.st_size)
 
 
-def _fsspec_size(store: LogStore, relative: str) -> int:
+def _store_size(store: LogStore, relative: str) -> int:
     try:
-        info = store.fs.info(f"{store.table_root}/{relative}")
+        status = store.status(store.root_path(relative))
     except FileNotFoundError:
         return 0
-    return int(info.get("size") or 0) if info.get("type") == "file" else 0
+    return status.size if status.is_file else 0
 
 
 def _fill_sizes(candidates: pa.Table, size_of: Callable[[str], int]) -> pa.Table:
@@ -256,21 +256,20 @@ def _existing_in(guard: LocalGuard, parents: list[str]) -> pa.Array:
     return pa.concat_arrays(pieces)
 
 
-def fsspec_existence(store: LogStore, candidates: pa.Table) -> tuple[list[bool], list[int]]:
+def store_existence(store: LogStore, candidates: pa.Table) -> tuple[list[bool], list[int]]:
     exists: list[bool] = []
     sizes: list[int] = []
     for relative, size in zip(
         candidates.column("path").to_pylist(), candidates.column("size").to_pylist(), strict=True
     ):
         try:
-            info = store.fs.info(f"{store.table_root}/{relative}")
+            status = store.status(store.root_path(relative))
         except FileNotFoundError:
             exists.append(False)
             continue
-        regular = info.get("type") == "file"
-        exists.append(regular)
-        if regular:
-            sizes.append(int(info.get("size") or 0) if size is None else size)
+        exists.append(status.is_file)
+        if status.is_file:
+            sizes.append(status.size if size is None else size)
     return exists, sizes
 
 

@@ -143,11 +143,7 @@ class VacuumReport(BaseModel):
 
 
 def table_root_of(store: LogStore) -> TableRoot:
-    protocol = store.fs.protocol
-    scheme = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
-    if store.on_local_disk:
-        scheme = "file"
-    return TableRoot(store.table_root, str(scheme))
+    return TableRoot(store.table_root, store.scheme)
 
 
 @dataclass
@@ -322,7 +318,7 @@ def execute_vacuum(
                     os.unlink(f"{store.table_root}/{hadoop_crc_name(relative)}")
                 os.unlink(full)
             else:
-                store.fs.rm_file(full)
+                store.remove_file(full)
         except FileNotFoundError:
             return False
         return True

@@ -1,4 +1,4 @@
-"""Reading and writing deletion-vector files through fsspec.
+"""Reading and writing deletion-vector files through the table's store.
 
 Invariants:
 - A read fetches only the byte range of the one entry it needs
@@ -12,8 +12,10 @@ Invariants:
   writers apart; an existing file at that name is refused
   (:class:`~raydelta.protocol.errors.FileAlreadyExistsError`), but that check is not
   atomic.
-- Paths are fsspec URLs (``file://``, ``memory://``, ``s3://``... or plain
-  local paths). ``filesystem`` (an fsspec filesystem) wins over
+- ``table_root`` is the table's URI (``file://``, ``memory://``, ``s3://``...
+  or a plain local path); a ``p`` descriptor's absolute path is resolved by
+  the same store. ``store`` (the table's
+  :class:`~raydelta.storage.log.store.LogStore`) wins over
   ``storage_options`` (read by :mod:`raydelta.storage.storage_options`).
 """
 
@@ -23,7 +25,6 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 from pyroaring import BitMap64
 
@@ -38,26 +39,26 @@ from raydelta.protocol.deletion_vectors import (
     to_row_bitmap,
 )
 from raydelta.protocol.errors import DeletionVectorError, FileAlreadyExistsError
-from raydelta.storage.storage_options import fsspec_options
+from raydelta.storage.log.store import LogStore, log_store_for
 
 
 def read_deleted_rows(
     descriptor: DeletionVectorDescriptor,
     table_root: str,
     *,
-    filesystem: Any = None,
+    store: LogStore | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> BitMap64:
     """The rows ``descriptor`` deletes, as a bitmap, reading its file if it has one."""
     if descriptor.is_inline:
         return deleted_rows(descriptor)
-    fs, path = _resolve(descriptor.absolute_path(table_root), filesystem, storage_options)
+    store, path = _resolve(descriptor.absolute_path(table_root), table_root, store, storage_options)
     offset = descriptor.file_offset
     # The first entry directly follows the version byte: fetch it too and check it.
     start = 0 if offset == FIRST_ENTRY_OFFSET else offset
     end = offset + entry_length(descriptor.size_in_bytes)
     try:
-        chunk = fs.cat_file(path, start=start, end=end)
+        chunk = store.read_range(path, start, end)
     except FileNotFoundError:
         raise DeletionVectorError(
             f"deletion vector file {path!r} of {descriptor.unique_id!r} does not exist"
@@ -69,14 +70,12 @@ def read_deletion_vector(
     descriptor: DeletionVectorDescriptor,
     table_root: str,
     *,
-    filesystem: Any = None,
+    store: LogStore | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> pa.UInt64Array:
     """The sorted row indexes ``descriptor`` deletes, reading its file if it has one."""
     return bitmap_to_arrow(
-        read_deleted_rows(
-            descriptor, table_root, filesystem=filesystem, storage_options=storage_options
-        )
+        read_deleted_rows(descriptor, table_root, store=store, storage_options=storage_options)
     )
 
 
@@ -86,7 +85,7 @@ def write_deletion_vector_file(
     *,
     random_prefix: str = "",
     file_uuid: uuid.UUID | None = None,
-    filesystem: Any = None,
+    store: LogStore | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> list[DeletionVectorDescriptor]:
     """Write ``bitmaps`` (sets of row indexes) into one new DV file under ``table_root``.
@@ -111,24 +110,18 @@ def write_deletion_vector_file(
         )
         for rows, payload, offset in zip(row_sets, payloads, offsets, strict=True)
     ]
-    fs, path = _resolve(descriptors[0].absolute_path(table_root), filesystem, storage_options)
-    if fs.exists(path):
+    url = descriptors[0].absolute_path(table_root)
+    store, path = _resolve(url, table_root, store, storage_options)
+    if store.exists(path):
         raise FileAlreadyExistsError(f"deletion vector file {path!r} already exists")
-    if _is_local(fs):
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    fs.pipe_file(path, blob)
+    with store.open_output(path) as handle:
+        handle.write(blob)
     return descriptors
 
 
 def _resolve(
-    url: str, filesystem: Any, storage_options: Mapping[str, Any] | None
-) -> tuple[Any, str]:
-    if filesystem is not None:
-        return filesystem, filesystem._strip_protocol(url)
-    fs, path = fsspec.core.url_to_fs(url, **fsspec_options(url, storage_options))
-    return fs, path
-
-
-def _is_local(fs: Any) -> bool:
-    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-    return "file" in protocols or "local" in protocols
+    url: str, table_root: str, store: LogStore | None, storage_options: Mapping[str, Any] | None
+) -> tuple[LogStore, str]:
+    if store is None:
+        store = log_store_for(table_root, storage_options)
+    return store, store.path_of_uri(url)

@@ -70,10 +70,9 @@ from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.data.deletion_vectors import (
     write_deletion_vector_file,
 )
-from raydelta.storage.data.files import data_file_path, write_data_file
+from raydelta.storage.data.files import remove_data_files, write_data_file
 from raydelta.storage.data.live_rows import read_live_rows, tracking_columns, with_tracking
 from raydelta.storage.data.writer import write_data
-from raydelta.storage.log.store import split_uri
 
 CHANGE_TYPE_COLUMN = "_change_type"
 STAGED_BYTES = 128 * 1024 * 1024
@@ -275,11 +274,9 @@ class _Writer:
         return tuple(out)
 
     def delete_written(self) -> None:
-        fs, root = split_uri(self.spec.table_uri, self.spec.storage_options)
-        for path in self.written:
-            target = data_file_path(fs, root, path)
-            if fs.exists(target):
-                fs.rm(target)
+        remove_data_files(
+            self.spec.table_uri, self.written, storage_options=self.spec.storage_options
+        )
         self.written.clear()
 
 

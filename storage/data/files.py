@@ -12,7 +12,9 @@ Invariants:
   Files are never overwritten: each has a fresh UUID name.
 - Paths in the log are URI-encoded relative paths (or absolute URIs); they
   are decoded exactly once (``file_actions.canonical_path``, the spelling
-  every comparison uses) before touching the filesystem.
+  every comparison uses: :meth:`LogStore.data_path`) before touching the
+  filesystem. Every byte goes through the table's store
+  (:func:`raydelta.storage.log.store.log_store_for`).
 - Variant columns (anywhere in a type) are returned in their physical parquet
   form, as the file stores them: ``struct<value, metadata>`` unshredded, or
   ``struct<metadata, value, typed_value>`` shredded (variantShredding); the
@@ -37,7 +39,6 @@ import pyarrow.parquet as pq
 
 from raydelta.protocol.actions import AddFile
 from raydelta.protocol.deletion_vectors import DeletionVectorDescriptor
-from raydelta.protocol.file_actions import canonical_path, table_root_key
 from raydelta.protocol.partition_values import (
     parse_partition_value,
     partition_path,
@@ -57,34 +58,19 @@ from raydelta.protocol.schema_arrow import PARQUET_FIELD_ID_KEY, data_type_to_ar
 from raydelta.protocol.schema_enforcement import writer_arrow_schema
 from raydelta.protocol.stats_collection import StatsSpec, collect_statistics
 from raydelta.storage.data.deletion_vectors import read_deletion_vector
-from raydelta.storage.log.store import split_uri
+from raydelta.storage.log.store import log_store_for
 
 
-def table_root_key_of(fs: Any, table_root: str) -> str:
-    """The table root as :func:`raydelta.protocol.file_actions.table_root_key`
-    spells it, for a filesystem and its root path (``split_uri``'s pair):
-    ``/data/t`` for local tables, ``s3://bucket/t`` and ``memory:///t``
-    otherwise. Log paths are compared against it (reconciliation, conflicts)."""
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    if protocol in ("file", "local"):
-        return table_root_key(table_root)
-    return table_root_key(f"{protocol}://{table_root}")
-
-
-def data_file_path(fs: Any, table_root: str, path: str) -> str:
-    """The filesystem path of an ``add.path`` (relative and URI-encoded, or absolute).
-
-    The path is decoded exactly once, by
-    :func:`raydelta.protocol.file_actions.canonical_path` (the spelling every
-    comparison uses); a ``file:`` URI names a local file, another URI is
-    stripped of its scheme by ``fs``.
-    """
-    canonical = canonical_path(path)
-    if "://" in canonical:
-        return str(fs._strip_protocol(canonical))
-    if canonical.startswith("/"):
-        return canonical
-    return f"{table_root.rstrip('/')}/{canonical}"
+def remove_data_files(
+    table_uri: str, paths: Sequence[str], *, storage_options: dict[str, Any] | None = None
+) -> None:
+    """Remove the files of ``paths`` (``add.path`` spellings) that exist: the
+    files of a write that is being abandoned, never committed."""
+    store = log_store_for(table_uri, storage_options)
+    for path in paths:
+        target = store.data_path(path)
+        if store.exists(target):
+            store.remove_file(target)
 
 
 def read_logical_file(
@@ -99,10 +85,10 @@ def read_logical_file(
     """The live rows of one ``add`` (a dict as in the log), in ``schema``'s order
     (logical names)."""
     mode = column_mapping_mode_from(column_mapping_mode)
-    fs, root = split_uri(table_uri, storage_options)
+    store = log_store_for(table_uri, storage_options)
     arrow_schema = to_arrow(schema)
     physical_schema = to_arrow(schema, physical=mode is not ColumnMappingMode.NONE)
-    with fs.open(data_file_path(fs, root, add["path"]), "rb") as handle:
+    with store.open_input(store.data_path(add["path"])) as handle:
         parquet = pq.ParquetFile(handle)
         located = {
             f.name: _file_column(parquet.schema_arrow, f, mode)
@@ -114,7 +100,7 @@ def read_logical_file(
     dv = add.get("deletionVector")
     if dv:
         descriptor = DeletionVectorDescriptor.model_validate(dv)
-        deleted = read_deletion_vector(descriptor, table_uri, storage_options=storage_options)
+        deleted = read_deletion_vector(descriptor, table_uri, store=store)
         if len(deleted):
             positions = pa.array(range(table.num_rows), type=pa.uint64())
             table = table.filter(pc.invert(pc.is_in(positions, value_set=deleted)))
@@ -279,14 +265,13 @@ def write_data_file(
     """
     mode = column_mapping_mode_from(column_mapping_mode)
     mapped = mode is not ColumnMappingMode.NONE
-    fs, root = split_uri(table_uri, storage_options)
+    store = log_store_for(table_uri, storage_options)
     values = dict(partition_values or {})
     serialized = serialized_partition_values(schema, partition_columns, values, mode)
     directory = partition_path(serialized, list(serialized)) if partition_columns else ""
     name = f"{file_prefix}-{uuid.uuid4()}-c000.snappy.parquet"
     relative = "/".join(p for p in (directory_prefix.strip("/"), directory, name) if p)
-    target = f"{root}/{relative}"
-    fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+    target = store.root_path(relative)
     data_fields = StructType(tuple(f for f in schema.fields if f.name not in partition_columns))
     file_fields = data_fields
     if materialize_partition_columns and partition_columns:
@@ -315,9 +300,9 @@ def write_data_file(
     for hidden in hidden_columns:
         if hidden in data.column_names:
             file_data = file_data.append_column(hidden, data.column(hidden))
-    with fs.open(target, "wb") as handle:
+    with store.open_output(target) as handle:
         pq.write_table(file_data, handle, compression="snappy")
-    size = int(fs.size(target))
+    size = store.status(target).size
     spec = stats_spec or StatsSpec(mapping_mode=mode)
     return AddFile(
         path=quote(relative, safe="/="),

@@ -32,8 +32,8 @@ from raydelta.protocol.row_tracking import (
 )
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.storage.data.deletion_vectors import read_deleted_rows
-from raydelta.storage.data.files import data_file_path, read_logical_file
-from raydelta.storage.log.store import split_uri
+from raydelta.storage.data.files import read_logical_file
+from raydelta.storage.log.store import log_store_for
 
 
 @dataclass(frozen=True)
@@ -136,8 +136,8 @@ def _materialized(
     """The materialized columns the file holds (a file may lack them: all NULL)."""
     import pyarrow.parquet as pq
 
-    fs, root = split_uri(table_uri, storage_options)
-    with fs.open(data_file_path(fs, root, add.path), "rb") as handle:
+    store = log_store_for(table_uri, storage_options)
+    with store.open_input(store.data_path(add.path)) as handle:
         parquet = pq.ParquetFile(handle)
         present = [c for c in columns.names if c in parquet.schema_arrow.names]
         if not present:

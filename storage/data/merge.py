@@ -62,14 +62,13 @@ from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.write_rules import table_write_rules
 from raydelta.storage.data.deletion_vectors import write_deletion_vector_file
 from raydelta.storage.data.dml import RewriteSpec, _with_dv, _Writer
-from raydelta.storage.data.files import data_file_path
+from raydelta.storage.data.files import remove_data_files
 from raydelta.storage.data.live_rows import (
     LiveRows,
     read_live_rows,
     tracking_columns,
     with_tracking,
 )
-from raydelta.storage.log.store import split_uri
 
 
 @dataclass(frozen=True)
@@ -429,11 +428,7 @@ def _generate(
 
 def delete_merge_written(spec: MergeSpec, result: MergeFileResult) -> None:
     """Remove the files one call wrote (the MERGE is not committed)."""
-    fs, root = split_uri(spec.table_uri, spec.storage_options)
-    for path in result.written:
-        target = data_file_path(fs, root, path)
-        if fs.exists(target):
-            fs.rm(target)
+    remove_data_files(spec.table_uri, result.written, storage_options=spec.storage_options)
 
 
 __all__ = [

@@ -26,10 +26,9 @@ from raydelta.protocol.actions import AddFile, Metadata, Protocol
 from raydelta.protocol.file_actions import row_to_add
 from raydelta.protocol.table_configuration import TableConfiguration
 from raydelta.protocol.zorder import z_order_indices
-from raydelta.storage.data.files import data_file_path
+from raydelta.storage.data.files import remove_data_files
 from raydelta.storage.data.live_rows import read_live_rows, tracking_columns, with_tracking
 from raydelta.storage.data.writer import write_data
-from raydelta.storage.log.store import split_uri
 
 
 @dataclass(frozen=True)
@@ -100,11 +99,7 @@ def _compact_one(spec: OptimizeSpec, files: list[AddFile]) -> BinResult:
 
 def delete_bin_written(spec: OptimizeSpec, result: BinResult) -> None:
     """Remove the files a bin wrote (OPTIMIZE is not committed)."""
-    fs, root = split_uri(spec.table_uri, spec.storage_options)
-    for path in result.written:
-        target = data_file_path(fs, root, path)
-        if fs.exists(target):
-            fs.rm(target)
+    remove_data_files(spec.table_uri, result.written, storage_options=spec.storage_options)
 
 
 __all__ = ["BinResult", "OptimizeSpec", "compact_bins", "delete_bin_written"]

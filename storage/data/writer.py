@@ -58,8 +58,8 @@ from raydelta.protocol.write_rules import (
     table_write_rules,
     with_high_water_marks,
 )
-from raydelta.storage.data.files import data_file_path, partition_directory, write_data_file
-from raydelta.storage.log.store import split_uri
+from raydelta.storage.data.files import partition_directory, write_data_file
+from raydelta.storage.log.store import log_store_for
 
 SchemaMode = Literal["merge", "overwrite"]
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -355,23 +355,22 @@ class _FileWriter:
         directory = partition_directory(
             self.rules.schema, self.partition_columns, values, self.rules.mapping_mode
         )
-        fs, root = split_uri(self.table_uri, self.storage_options)
+        store = log_store_for(self.table_uri, self.storage_options)
         parts = directory.split("/")
         for depth in range(1, len(parts) + 1):
-            path = f"{root}/{'/'.join(parts[:depth])}"
-            if path not in self.new_directories and not fs.exists(path):
+            path = store.root_path("/".join(parts[:depth]))
+            if path not in self.new_directories and not store.exists(path):
                 self.new_directories.append(path)
 
     def delete_written(self) -> None:
         """Remove every file (and new directory) this writer wrote: the write
         is being abandoned and the table directory must look untouched."""
-        fs, root = split_uri(self.table_uri, self.storage_options)
+        store = log_store_for(self.table_uri, self.storage_options)
         for add in self.adds:
-            path = data_file_path(fs, root, add.path)
-            if fs.exists(path):
-                fs.rm(path)
+            path = store.data_path(add.path)
+            if store.exists(path):
+                store.remove_file(path)
         self.adds.clear()
         for directory in sorted(self.new_directories, key=len, reverse=True):
-            if fs.exists(directory) and not fs.ls(directory):
-                fs.rmdir(directory)
+            store.remove_directory_if_empty(directory)
         self.new_directories.clear()

@@ -94,7 +94,7 @@ def parquet_action_columns(store: LogStore, path: str) -> frozenset[str]:
     action column that is there but not a struct is a :class:`CorruptLogError`
     (found before any row is read)."""
     try:
-        with store.fs.open(path, "rb") as handle:
+        with store.open_input(path) as handle:
             schema = pq.ParquetFile(handle).schema_arrow
     except FileNotFoundError:
         raise
@@ -188,10 +188,7 @@ def read_parquet_actions(
 ) -> pa.Table:
     """Read the action columns of a checkpoint/sidecar parquet file at ``path``."""
     try:
-        if store.on_local_disk:
-            parquet = pq.ParquetFile(path, memory_map=True)
-        else:
-            parquet = pq.ParquetFile(store.fs.open(path, "rb"))
+        parquet = store.open_parquet(path, memory_map=True)
         columns = _parquet_columns(parquet.schema_arrow, wanted)
         return parquet.read(columns=columns, use_threads=True)
     except FileNotFoundError:
@@ -324,7 +321,7 @@ def sidecar_path(store: LogStore, sidecar: Sidecar) -> str:
 
     path = unquote(sidecar.path)
     if "://" in sidecar.path or path.startswith("/"):
-        return store.fs._strip_protocol(sidecar.path)  # type: ignore[no-any-return]
+        return store.path_of_uri(sidecar.path)
     return store.path_of(f"{SIDECAR_DIR}/{path}")
 
 
@@ -337,9 +334,7 @@ is decoded, so reading a checkpoint costs its canonical tables plus one batch.""
 def _open_parquet(store: LogStore, path: str) -> pq.ParquetFile:
     # No memory map: mapped pages of the file count in the reader's RSS for as
     # long as a decoded buffer might point into them; plain reads do not.
-    if store.on_local_disk:
-        return pq.ParquetFile(path, pre_buffer=False)
-    return pq.ParquetFile(store.fs.open(path, "rb"))
+    return store.open_parquet(path)
 
 
 def iter_parquet_actions(
@@ -506,7 +501,7 @@ def read_rows_of_columns(store: LogStore, path: str, wanted: Sequence[str]) -> p
     """The ``wanted`` action columns of a parquet checkpoint part, read only from
     the row groups that hold any of them (see :func:`_row_groups_with_rows`)."""
     try:
-        with store.fs.open(path, "rb") as handle:
+        with store.open_input(path) as handle:
             parquet = pq.ParquetFile(handle)
             columns = _parquet_columns(parquet.schema_arrow, wanted)
             groups = _row_groups_with_rows(parquet.metadata, wanted)

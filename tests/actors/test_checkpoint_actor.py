@@ -618,7 +618,7 @@ def test_random_histories_checkpointed_incrementally_equal_the_replay(
         }, f"round {round_index}: {summary}"
         keys: list[str] = []
         for sidecar in read_checkpoint_sidecars(store, _top(summary)):
-            with store.fs.open(sidecar_path(store, sidecar), "rb") as handle_:
+            with store.open_input(sidecar_path(store, sidecar)) as handle_:
                 rows = pq.ParquetFile(handle_).read()
             for column in ("add", "remove"):
                 values = rows.column(column).combine_chunks().field("path")

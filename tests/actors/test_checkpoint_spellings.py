@@ -67,7 +67,6 @@ from raydelta.storage.checkpoint.writer import (
     write_v2_checkpoint,
     write_v2_checkpoint_single_process,
 )
-from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.reader import checkpoint_state, sidecar_path
 from raydelta.storage.log.store import LogStore, log_store_for
 from raydelta.storage.snapshot import load_snapshot
@@ -126,7 +125,7 @@ class RawTable:
     def replay(self, version: int) -> TableState:
         """The state at ``version`` folded from the commit files alone."""
         store = log_store_for(str(self.path))
-        root = table_root_key_of(store.fs, store.table_root)
+        root = store.table_root_key
         commits = [
             (v, parse_actions((self.log / commit_name(v)).read_bytes())) for v in range(version + 1)
         ]
@@ -260,7 +259,7 @@ def assert_sidecars_keyed_by_the_root(
         assert located is not None and shards == {located[0]}, (sidecar, shards)
         if not indexed:
             continue
-        with store.fs.open(sidecar_path(store, sidecar), "rb") as handle:
+        with store.open_input(sidecar_path(store, sidecar)) as handle:
             footer = pq.read_metadata(handle).metadata or {}
         assert footer[FOOTER_FINGERPRINT_HASH.encode()] == hash_name.encode()
         index = decode_fingerprints(footer[FOOTER_KEY_FINGERPRINTS.encode()].decode("ascii"))
@@ -274,7 +273,7 @@ def assert_checkpoint_is_the_replay(
     table: RawTable, version: int, *, indexed: bool
 ) -> list[Sidecar]:
     store = log_store_for(str(table.path))
-    root = table_root_key_of(store.fs, store.table_root)
+    root = store.table_root_key
     replayed = table.replay(version)
     from_checkpoint = state_of_checkpoint(store, version, root)
     assert file_view(from_checkpoint, root) == file_view(replayed, root), f"v{version}"
@@ -335,7 +334,7 @@ def test_incremental_and_shuffled_checkpoints_key_files_relative_to_the_root(
     # the latest snapshot, through the checkpoint, is the replay
     snap = load_snapshot(str(table.path))
     store = log_store_for(str(table.path))
-    root = table_root_key_of(store.fs, store.table_root)
+    root = store.table_root_key
     assert file_view(snap.state, root) == file_view(table.replay(table.version), root)
 
 

@@ -40,7 +40,7 @@ from raydelta.protocol.events import (
 from raydelta.protocol.file_names import commit_name
 from raydelta.protocol.schema import serialize_schema
 from raydelta.protocol.schema_arrow import from_arrow
-from raydelta.storage.log.store import LocalLogStore
+from raydelta.storage.backends.local import LocalLogStore
 from raydelta.storage.snapshot import load_snapshot
 
 P1, P2 = "2024-01-01", "2024-01-02"

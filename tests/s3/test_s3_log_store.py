@@ -15,7 +15,8 @@ from raydelta.protocol.errors import (
     UnsupportedStorageError,
 )
 from raydelta.protocol.file_names import commit_name
-from raydelta.storage.log.s3_store import CONFLICT_RETRIES, S3LogStore, SingleWriterLogStore
+from raydelta.storage.backends.s3 import CONFLICT_RETRIES, S3LogStore
+from raydelta.storage.backends.single_writer import SingleWriterLogStore
 from raydelta.storage.log.store import log_store_for
 
 

@@ -6,7 +6,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -24,6 +23,7 @@ from raydelta.storage.data.deletion_vectors import (
     read_deletion_vector,
     write_deletion_vector_file,
 )
+from raydelta.storage.log.store import log_store_for
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "delta-spark-golden"
 DV_TABLES = ["log-replay-dv-key-cases", "dv-partitioned-with-checkpoint", "dv-with-columnmapping"]
@@ -33,20 +33,20 @@ def _memory_root() -> str:
     return f"memory://dv-tests/{uuid.uuid4()}"
 
 
-class _RecordingFS:
-    """Wraps an fsspec filesystem and records ``cat_file`` ranges."""
+class _RecordingStore:
+    """Wraps a table's store and records ``read_range`` ranges."""
 
-    def __init__(self, fs: Any) -> None:
-        self.fs = fs
+    def __init__(self, store: Any) -> None:
+        self.store = store
         self.ranges: list[tuple[int | None, int | None]] = []
 
-    def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+    def read_range(self, path: str, start: int, end: int) -> bytes:
         self.ranges.append((start, end))
-        data: bytes = self.fs.cat_file(path, start=start, end=end)
+        data: bytes = self.store.read_range(path, start, end)
         return data
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.fs, name)
+        return getattr(self.store, name)
 
 
 # --- write then read ----------------------------------------------------------------
@@ -104,12 +104,12 @@ def test_write_refuses_existing_file() -> None:
         write_deletion_vector_file(root, [[2]], file_uuid=file_uuid)
 
 
-def test_write_with_explicit_filesystem_and_storage_options() -> None:
-    fs = fsspec.filesystem("memory")
+def test_write_with_explicit_store_and_storage_options() -> None:
     root = _memory_root()
-    (descriptor,) = write_deletion_vector_file(root, [[4, 2]], filesystem=fs)
+    store = log_store_for(root)
+    (descriptor,) = write_deletion_vector_file(root, [[4, 2]], store=store)
     assert read_deletion_vector(descriptor, root, storage_options={}).to_pylist() == [2, 4]
-    assert read_deletion_vector(descriptor, root, filesystem=fs).to_pylist() == [2, 4]
+    assert read_deletion_vector(descriptor, root, store=store).to_pylist() == [2, 4]
 
 
 # --- ranged reads -----------------------------------------------------------------
@@ -118,9 +118,9 @@ def test_write_with_explicit_filesystem_and_storage_options() -> None:
 def test_read_fetches_only_the_entry_range() -> None:
     root = _memory_root()
     descriptors = write_deletion_vector_file(root, [[1, 2], list(range(1000)), [3]])
-    fs = _RecordingFS(fsspec.filesystem("memory"))
+    fs = _RecordingStore(log_store_for(root))
     for descriptor in descriptors:
-        read_deletion_vector(descriptor, root, filesystem=fs)
+        read_deletion_vector(descriptor, root, store=fs)
     expected = []
     for d in descriptors:
         assert d.offset is not None
@@ -131,9 +131,7 @@ def test_read_fetches_only_the_entry_range() -> None:
 
 def test_inline_descriptor_needs_no_io() -> None:
     descriptor = DeletionVectorDescriptor.inline([3, 1, 2**35])
-    assert read_deletion_vector(
-        descriptor, "memory://nowhere", filesystem=object()
-    ).to_pylist() == [
+    assert read_deletion_vector(descriptor, "memory://nowhere", store=object()).to_pylist() == [
         1,
         3,
         2**35,

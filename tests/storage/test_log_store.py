@@ -1,5 +1,6 @@
-"""The log store contract (storage/log/store.py docstring), on every backend we run here
-(S3 through moto's server on loopback: the ``s3_server`` session fixture)."""
+"""The table-storage contract (storage/backends/contract.py docstring), on every backend
+we run here, with the same tests for each (S3 through moto's server on loopback: the
+``s3_server`` session fixture), and the registry that picks a backend by URI scheme."""
 
 from __future__ import annotations
 
@@ -29,14 +30,12 @@ from raydelta.protocol.file_names import (
     sidecar_name,
     staged_commit_name,
 )
-from raydelta.storage.log.s3_store import S3LogStore, SingleWriterLogStore
-from raydelta.storage.log.store import (
-    LocalLogStore,
-    LogStore,
-    MemoryLogStore,
-    ObjectStoreLogStore,
-    log_store_for,
-)
+from raydelta.storage.backends.exclusive_create import ObjectStoreLogStore
+from raydelta.storage.backends.local import LocalLogStore
+from raydelta.storage.backends.memory import MemoryLogStore
+from raydelta.storage.backends.s3 import S3LogStore
+from raydelta.storage.backends.single_writer import SingleWriterLogStore
+from raydelta.storage.log.store import LogStore, log_store_for
 from tests.hadoop_crc import disagreeing_crcs, orphan_crcs, write_crc
 
 
@@ -399,3 +398,216 @@ def test_local_orphan_checksum_removed_only_when_its_file_is_gone(tmp_path: Path
     assert not store.delete_orphan_hadoop_crc(commit_name(0)) and kept.exists()
     assert store.delete_orphan_hadoop_crc(commit_name(1)) and not orphan.exists()
     assert not store.delete_orphan_hadoop_crc(commit_name(1))  # nothing left: fine
+
+
+# --- files of the table: the same tests on every backend (contract.py, "Files of the table")
+
+
+def _put_file(store: LogStore, relative: str, data: bytes) -> str:
+    path = store.root_path(relative)
+    with store.open_output(path) as handle:
+        handle.write(data)
+    return path
+
+
+def test_contract_open_output_then_read_status_and_exists(any_store: LogStore) -> None:
+    path = _put_file(any_store, "year=2024/part-0.parquet", b"0123456789")
+    assert any_store.exists(path)
+    with any_store.open_input(path) as handle:
+        assert handle.read() == b"0123456789"
+        handle.seek(3)
+        assert handle.read(2) == b"34"
+    assert any_store.read_range(path, 2, 5) == b"234"
+    assert any_store.read_range(path, 8, 20) == b"89"  # fewer at the end
+    status = any_store.status(path)
+    assert status.size == 10 and status.is_file
+    assert status.modification_time >= 0
+    _put_file(any_store, "year=2024/part-0.parquet", b"abc")  # replaced whole
+    assert any_store.status(path).size == 3
+
+
+def test_contract_missing_paths(any_store: LogStore) -> None:
+    missing = any_store.root_path("nope/part-9.parquet")
+    assert not any_store.exists(missing)
+    with pytest.raises(FileNotFoundError):
+        any_store.status(missing)
+    with pytest.raises(FileNotFoundError):
+        any_store.open_input(missing).read()
+    with pytest.raises(FileNotFoundError):
+        any_store.read_range(missing, 0, 1)
+    assert any_store.scan_directory(any_store.root_path("nope")) is None
+
+
+def test_contract_remove_file_and_empty_directory(any_store: LogStore) -> None:
+    path = _put_file(any_store, "p=1/a.parquet", b"x")
+    kept = _put_file(any_store, "p=2/b.parquet", b"y")
+    any_store.remove_file(path)
+    assert not any_store.exists(path)
+    any_store.remove_directory_if_empty(any_store.root_path("p=1"))
+    assert not any_store.exists(any_store.root_path("p=1"))
+    assert not any_store.remove_directory_if_empty(any_store.root_path("p=2"))  # not empty
+    assert any_store.exists(kept)
+
+
+def test_contract_open_parquet_reads_what_open_output_wrote(any_store: LogStore) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": [1, 2, 3], "name": ["a", "b", None]})
+    path = any_store.root_path("part-0.parquet")
+    with any_store.open_output(path) as handle:
+        pq.write_table(table, handle)
+    for memory_map in (False, True):
+        assert any_store.open_parquet(path, memory_map=memory_map).read().equals(table)
+
+
+def test_contract_data_paths_and_root_key(any_store: LogStore) -> None:
+    expected = any_store.root_path("a=1/x y.parquet")
+    assert any_store.data_path("a=1/x%20y.parquet") == expected  # decoded exactly once
+    assert any_store.data_path("a%3D1/x y.parquet") == expected
+    assert any_store.data_path(f"{any_store.table_root_key}/a=1/x y.parquet") == expected
+    assert any_store.data_path("x%2520y.parquet") == any_store.root_path("x%20y.parquet")
+    assert any_store.path_of(commit_name(3)) == any_store.root_path(f"_delta_log/{commit_name(3)}")
+    assert not any_store.table_root_key.endswith("/")
+    if any_store.on_local_disk:
+        assert any_store.scheme == "file" and any_store.table_root_key == any_store.table_root
+
+
+def test_contract_scan_directory(any_store: LogStore) -> None:
+    _put_file(any_store, "c.parquet", b"ccc")
+    _put_file(any_store, "_hidden.parquet", b"h")
+    _put_file(any_store, "p=1/a.parquet", b"a")
+    scan = any_store.scan_directory(any_store.table_root)
+    assert scan is not None
+    assert sorted(scan.entries) == [
+        ("_hidden.parquet", "file"),
+        ("c.parquet", "file"),
+        ("p=1", "directory"),
+    ]
+    assert scan.status("c.parquet").size == 3
+    assert scan.modification_time >= 0
+    inner = any_store.scan_directory(any_store.root_path("p=1"))
+    assert inner is not None and inner.entries == [("a.parquet", "file")]
+
+
+def test_contract_scan_directory_sees_what_another_store_wrote(any_store: LogStore) -> None:
+    """No listing cache: a file written after a scan shows in the next one."""
+    _put_file(any_store, "p=1/a.parquet", b"a")
+    first = any_store.scan_directory(any_store.root_path("p=1"))
+    assert first is not None and [n for n, _ in first.entries] == ["a.parquet"]
+    _put_file(any_store, "p=1/b.parquet", b"b")
+    second = any_store.scan_directory(any_store.root_path("p=1"))
+    assert second is not None and sorted(n for n, _ in second.entries) == ["a.parquet", "b.parquet"]
+
+
+def test_contract_vacuum_tree_listing(any_store: LogStore) -> None:
+    """VACUUM's walk (storage/cleanup/listing.py) over the contract: the same
+    listing on every backend (hidden names kept, partition directories entered,
+    protected files kept, ``_delta_log`` never entered)."""
+    from raydelta.storage.cleanup.listing import list_parallel, list_sequential, list_tree
+
+    any_store.put_if_absent(commit_name(0), b"{}\n")
+    for relative, data in [
+        ("a.parquet", b"aa"),
+        ("live.parquet", b"l"),
+        ("_tmp.parquet", b"t"),
+        ("p=1/b.parquet", b"bbb"),
+        ("p=1/q=x/c.parquet", b"c"),
+        ("_p=2/d.parquet", b"d"),  # a partition directory (partition column _p)
+        ("_stray/e.parquet", b"e"),  # hidden directory: never entered
+    ]:
+        _put_file(any_store, relative, data)
+    partitions = frozenset({"p", "q", "_p"})
+    protected = {"live.parquet"}
+    listing = list_sequential(any_store, partitions, protected)
+    files = sorted(
+        zip(
+            listing.files.column("path").to_pylist(),
+            listing.files.column("size").to_pylist(),
+            strict=True,
+        )
+    )
+    assert files == [
+        ("_p=2/d.parquet", 1),
+        ("a.parquet", 2),
+        ("p=1/b.parquet", 3),
+        ("p=1/q=x/c.parquet", 1),
+    ]
+    assert all(t >= 0 for t in listing.files.column("modification_time").to_pylist())
+    assert listing.num_seen == 5  # the listed files and the protected one
+    kept = {path: entries for path, _, entries in listing.dirs}
+    assert kept == {"p=1": 0, "p=1/q=x": 0, "_p=2": 0}
+    assert listing.symlinks == [] and listing.crcs == []
+    parallel = list_parallel(any_store, partitions, protected)
+    assert sorted(parallel.files.column("path").to_pylist()) == [f for f, _ in files]
+    one = list_tree(any_store, ["p=1"], partitions, protected)
+    assert sorted(one.files.column("path").to_pylist()) == ["p=1/b.parquet", "p=1/q=x/c.parquet"]
+
+
+def test_vacuum_tree_listing_sorts_hadoop_checksums_on_local_disks_only(tmp_path: Path) -> None:
+    """Local disks: a listed file's ``.crc`` and an orphan's are VACUUM's to
+    decide (``listing.crcs``); a kept file's is kept. Elsewhere a ``.crc`` is a
+    hidden file like any other (kept)."""
+    from raydelta.storage.cleanup.listing import list_sequential
+
+    local = _build("local", tmp_path / "local", None)  # type: ignore[arg-type]
+    other = _build("exclusive-create", tmp_path / "other", None)  # type: ignore[arg-type]
+    for store in (local, other):
+        for relative in ("a.parquet", ".a.parquet.crc", "live.parquet", ".live.parquet.crc"):
+            _put_file(store, relative, b"x")
+        _put_file(store, ".gone.parquet.crc", b"x")
+    on_disk = list_sequential(local, frozenset(), {"live.parquet"})
+    assert sorted((c.path, c.target) for c in on_disk.crcs) == [
+        (".a.parquet.crc", "a.parquet"),
+        (".gone.parquet.crc", None),
+    ]
+    elsewhere = list_sequential(other, frozenset(), {"live.parquet"})
+    assert elsewhere.crcs == []
+    assert on_disk.files.column("path").to_pylist() == ["a.parquet"]
+    assert elsewhere.files.column("path").to_pylist() == ["a.parquet"]
+
+
+# --- the registry -------------------------------------------------------------------------
+
+
+def test_registry_one_backend_per_scheme_and_a_fallback(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from raydelta.storage.backends.registry import BACKENDS, FALLBACK, storage_for
+
+    assert storage_for is log_store_for
+    assert set(BACKENDS) == {"file", "local", "memory", "s3", "s3a"}
+    assert type(log_store_for(str(tmp_path / "t"))) is LocalLogStore  # plain path: file
+    assert type(log_store_for(f"file://{tmp_path}/t")) is LocalLogStore
+    assert type(log_store_for(f"memory://r-{uuid.uuid4().hex}/t")) is MemoryLogStore
+    server = request.getfixturevalue("s3_server")
+    uri = server.new_table_uri()
+    assert type(log_store_for(uri, server.storage_options)) is S3LogStore
+    assert type(log_store_for(uri.replace("s3://", "s3a://", 1), server.storage_options)) is (
+        S3LogStore
+    )
+    disabled = {**server.storage_options, "conditional_put": "disabled"}
+    assert type(log_store_for(uri, disabled)) is SingleWriterLogStore
+    # a scheme with no line of its own gets the fallback (a chained URL stands
+    # for any backend raydelta knows no atomic create for)
+    assert FALLBACK.__module__ == "raydelta.storage.backends.single_writer"
+    fallback = log_store_for(f"simplecache::file://{tmp_path}/t")
+    assert type(fallback) is SingleWriterLogStore
+
+
+def test_the_registry_imports_every_backend_and_nothing_imports_it_back() -> None:
+    """No cycle: the contract and each backend import no registry; the registry
+    imports every backend at import time (no lazy import picks a backend)."""
+    import ast
+
+    backends = Path(__file__).resolve().parents[2] / "storage" / "backends"
+    for module in backends.glob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module is not None
+        }
+        if module.name != "registry.py":
+            assert "raydelta.storage.backends.registry" not in imported, module.name
+            assert "raydelta.storage.log.store" not in imported, module.name

@@ -33,8 +33,8 @@ from raydelta.storage.checkpoint.sources import (
 )
 from raydelta.storage.checkpoint.writer import write_v1_checkpoint
 from raydelta.storage.cleanup.vacuum import vacuum
-from raydelta.storage.data.files import data_file_path, read_logical_file
-from raydelta.storage.log.store import log_store_for, split_uri
+from raydelta.storage.data.files import read_logical_file
+from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import load_snapshot
 
 VALUES = ["a b", "c%d", "e=f", "g#h", "ü/v"]
@@ -124,9 +124,9 @@ def test_vacuum_protects_a_file_named_by_an_absolute_uri_and_deletes_its_stale_t
     assert canonical_path(first) in live and len(live) == len(VALUES) - 1
     report = vacuum(str(root), retention_hours=0, force=True, dry_run=True)
     assert report.files == [canonical_path(second)]
-    fs, table_root = split_uri(str(root))
+    store = log_store_for(str(root))
     for raw in after.files.column("path").to_pylist():
-        assert Path(data_file_path(fs, table_root, raw)).is_file()
+        assert Path(store.data_path(raw)).is_file()
 
 
 def test_data_reads_decode_once(tmp_path: Path) -> None:

@@ -30,7 +30,6 @@ from raydelta.storage.checkpoint.writer import (
 )
 from raydelta.storage.cleanup.log_references import VacuumLogView, _split_rows, load_vacuum_view
 from raydelta.storage.cleanup.vacuum import vacuum
-from raydelta.storage.data.files import table_root_key_of
 from raydelta.storage.log.store import log_store_for
 from raydelta.storage.snapshot import Snapshot, load_snapshot
 
@@ -168,7 +167,7 @@ def test_the_column_read_equals_the_snapshot(tmp_path: Path, checkpoint: str) ->
     view = load_vacuum_view(uri, store)
     assert isinstance(view, VacuumLogView)
     snapshot = load_snapshot(uri)
-    key = table_root_key_of(store.fs, store.table_root)
+    key = store.table_root_key
     assert view.version == snapshot.version == 5
     assert _paths(view.files, key) == _paths(snapshot.files, key)
     assert _paths(view.all_tombstones, key) == _paths(snapshot.all_tombstones, key)

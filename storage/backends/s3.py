@@ -1,4 +1,4 @@
-"""Log stores for object stores: S3 with conditional writes, and single-writer mode.
+"""The S3 backend (``s3://``, ``s3a://``): :class:`S3LogStore`, conditional writes.
 
 :class:`S3LogStore` (``s3://`` and ``s3a://`` through s3fs) creates a log
 file with one ``PutObject`` carrying ``If-None-Match: *`` (s3fs's
@@ -10,14 +10,9 @@ writes of one key racing on S3 may also get ``409 ConditionalRequestConflict``:
 that is not an answer, so the put is retried (with backoff) until S3 says
 created or exists.
 
-:class:`SingleWriterLogStore` serves backends with no atomic create (an
-S3-compatible store that ignores ``If-None-Match``, declared with
-``conditional_put="disabled"``; fsspec filesystems raydelta has no atomic
-primitive for). Without the ``single_writer`` option it refuses every write
-with :class:`~raydelta.protocol.errors.UnsupportedStorageError` (reads work);
-with it, put-if-absent is check-then-write, correct only because the user
-promised that one TableActor makes every commit of the table (the actor
-serialises them) and no other engine writes it.
+With ``conditional_put="disabled"`` (an S3-compatible store that ignores
+``If-None-Match``) the registry entry returns the single-writer backend
+(:mod:`raydelta.storage.backends.single_writer`) instead.
 
 Invariants:
 - Every listing reads the store, never s3fs's in-process listing cache (the
@@ -32,16 +27,12 @@ Invariants:
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import fsspec
-
-from raydelta.protocol.errors import (
-    CommitFailedError,
-    FileAlreadyExistsError,
-    UnsupportedStorageError,
-)
-from raydelta.storage.log.store import FsspecLogStore
+from raydelta.protocol.errors import CommitFailedError, FileAlreadyExistsError
+from raydelta.storage.backends.contract import LogStore
+from raydelta.storage.backends.fsspec_store import FsspecLogStore, filesystem_for
+from raydelta.storage.backends.single_writer import SingleWriterLogStore
+from raydelta.storage.storage_options import ParsedStorageOptions
 
 CONFLICT_RETRIES = 8
 """How many times a put answered 409 ConditionalRequestConflict is retried."""
@@ -67,20 +58,20 @@ def _is_conditional_conflict(error: BaseException) -> bool:
     return False
 
 
-class _FreshListings(FsspecLogStore):
-    """Listings that bypass fsspec's listing cache."""
-
-    def _ls(self, directory: str) -> list[dict[str, Any]]:
-        self.fs.invalidate_cache(directory)
-        return super()._ls(directory)
-
-    def log_exists(self) -> bool:
-        self.fs.invalidate_cache(self.log_dir)
-        return super().log_exists()
+def open_s3(uri: str, options: ParsedStorageOptions) -> LogStore:
+    """The registry's entry for ``s3`` and ``s3a``: conditional writes, unless the
+    options say the store ignores them (then single-writer mode)."""
+    fs, root = filesystem_for(uri, options)
+    if options.atomic_create:
+        return S3LogStore(fs, root)
+    why = 'the storage options say it ignores If-None-Match (conditional_put="disabled")'
+    return SingleWriterLogStore(fs, root, single_writer=options.single_writer, why=why)
 
 
-class S3LogStore(_FreshListings):
+class S3LogStore(FsspecLogStore):
     """S3 and compatible stores: put-if-absent is a conditional ``PutObject``."""
+
+    fresh_listings = True
 
     def put_if_absent(self, name: str, data: bytes) -> None:
         path = self.path_of(name)
@@ -102,40 +93,3 @@ class S3LogStore(_FreshListings):
     def write(self, name: str, data: bytes) -> None:
         # One PutObject replaces the object atomically; no directories on S3.
         self.fs.pipe_file(self.path_of(name), data)
-
-
-class SingleWriterLogStore(_FreshListings):
-    """A backend with no atomic create: writes refused unless ``single_writer``."""
-
-    def __init__(
-        self, fs: fsspec.AbstractFileSystem, table_root: str, *, single_writer: bool, why: str
-    ) -> None:
-        super().__init__(fs, table_root)
-        self.single_writer = single_writer
-        self.why = why
-
-    def _refuse_unless_single_writer(self) -> None:
-        if not self.single_writer:
-            raise UnsupportedStorageError(
-                f"cannot write the Delta log at {self.log_dir}: {self.why}, so two writers "
-                "could both create the same version. If every commit of this table goes "
-                "through its one raydelta TableActor and no other engine writes it, opt "
-                'into single-writer mode with storage_options={"single_writer": "true"}'
-            )
-
-    def put_if_absent(self, name: str, data: bytes) -> None:
-        self._refuse_unless_single_writer()
-        path = self.path_of(name)
-        # Check-then-write: atomic only because the one TableActor serialises commits.
-        self.fs.invalidate_cache(path)
-        if self.fs.exists(path):
-            raise FileAlreadyExistsError(f"{name} already exists in {self.log_dir}")
-        super().write(name, data)
-
-    def write(self, name: str, data: bytes) -> None:
-        self._refuse_unless_single_writer()
-        super().write(name, data)
-
-    def delete(self, name: str) -> None:
-        self._refuse_unless_single_writer()
-        super().delete(name)
