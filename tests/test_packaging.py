@@ -110,8 +110,11 @@ def test_wheel_holds_the_layers_the_example_and_py_typed(wheel: zipfile.ZipFile)
         assert f"{package}/__init__.py" in names, package
         assert f"{package}/py.typed" in names, package
     for layer in LAYERS:
-        # every module of the layer's folder, installed under raydelta/
-        expected = {f"raydelta/{layer}/{p.name}" for p in (REPO / layer).glob("*.py")}
+        # every module of the layer's folder and of its concept folders, installed under raydelta/
+        expected = {
+            f"raydelta/{layer}/{p.relative_to(REPO / layer).as_posix()}"
+            for p in (REPO / layer).rglob("*.py")
+        }
         assert expected <= names, sorted(expected - names)
     face_root = REPO / "raydelta"
     face = {
