@@ -87,16 +87,17 @@ class ColumnInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
+    # in the order :func:`raydelta.protocol.unity_columns.columns_from_schema` gives them
     name: str | None = None
     type_text: str | None = None
     type_json: str | None = None
     type_name: str | None = None
+    position: int | None = None
+    nullable: bool | None = None
     type_precision: int | None = None
     type_scale: int | None = None
     type_interval_type: str | None = None
-    position: int | None = None
     comment: str | None = None
-    nullable: bool | None = None
     partition_index: int | None = None
 
     @model_serializer(mode="wrap")
