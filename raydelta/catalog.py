@@ -40,6 +40,8 @@ import pyarrow as pa
 
 from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog_actor_name
 from raydelta.actors.catalog.client import CatalogTableClient, CommitMode
+from raydelta.actors.catalog.locations import CatalogLocations
+from raydelta.actors.catalog.unity.service import call_unity
 from raydelta.actors.cluster import get_unwrapped, start_actor
 from raydelta.actors.table.client import new_table_actions
 from raydelta.arguments import check_bool as _check_bool
@@ -456,8 +458,9 @@ class Catalog:
         credentials for ``READ_FILES``/``WRITE_FILES``) on it. It may not overlap
         another external location or the managed root. Returns Unity Catalog's
         ``ExternalLocationInfo``."""
-        info: dict[str, Any] = self._get(
-            "uc_create_external_location",
+        info = call_unity(
+            self.actor,
+            CatalogLocations.create_external_location,
             self._token(token),
             name,
             normalize_uri(url),
@@ -465,19 +468,21 @@ class Catalog:
             comment=comment,
             read_only=read_only,
         )
-        return info
+        return info.model_dump()
 
     def list_external_locations(self, *, token: str | None = None) -> list[dict[str, Any]]:
         """The external locations the caller holds a privilege on, by name."""
-        infos: list[dict[str, Any]] = self._get("uc_external_locations", self._token(token))
-        return infos
+        infos = call_unity(self.actor, CatalogLocations.external_locations, self._token(token))
+        return [info.model_dump() for info in infos]
 
     def drop_external_location(
         self, name: str, *, force: bool = False, token: str | None = None
     ) -> None:
         """Delete external location ``name`` (its owner or the admin; with
         ``force`` even while tables lie inside it)."""
-        self._get("uc_delete_external_location", self._token(token), name, force)
+        call_unity(
+            self.actor, CatalogLocations.delete_external_location, self._token(token), name, force
+        )
 
     def location_report(self) -> list[dict[str, str]]:
         """Tables whose locations overlap another one's, found when the catalog

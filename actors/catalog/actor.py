@@ -10,35 +10,36 @@ conflicts, rebases and ratifies into the durable
 :class:`~raydelta.actors.catalog.publisher.Publisher` thread copies ratified
 commits to ``_delta_log/<v>.json``.
 
+The actor is composed, not inherited: it holds its parts, each given the
+state it needs in its constructor, and answers with them —
+:class:`~raydelta.actors.catalog.managed.ManagedTables` (the coordinators,
+the group ratifier, the publisher),
+:class:`~raydelta.actors.catalog.locations.CatalogLocations` (where tables
+may live), :class:`~raydelta.actors.catalog.lifecycle.TableLifecycle`
+(create, upgrade, drop) and the
+:class:`~raydelta.actors.catalog.unity.service.UnityCatalogService`, whose
+operations run through the one entry point :meth:`CatalogActor.unity`.
+
 Invariants:
 - Calls run on several threads (a threaded actor); everything that reads or
-  changes a table's state runs under one lock. A commit is checked, rebased
-  and numbered under the lock, then made durable outside it by the group
-  commit (:mod:`raydelta.actors.catalog.group_commit`): commits that arrive
-  together share one store transaction, and each client is answered only
-  after the transaction holding its commit is durable. Reads wait for what
-  was numbered before them to be durable (:meth:`GroupRatifier.settle`), so
-  nobody sees a version the store may not have.
+  changes a table's state runs under one lock, shared by every part. A
+  commit is checked, rebased and numbered under the lock, then made durable
+  outside it by the group commit (:mod:`raydelta.actors.catalog.group_commit`):
+  commits that arrive together share one store transaction, and each client
+  is answered only after the transaction holding its commit is durable.
+  Reads wait for what was numbered before them to be durable
+  (:meth:`GroupRatifier.settle`), so nobody sees a version the store may
+  not have.
 - ``max_restarts=-1``, ``max_task_retries=-1``: a dead process is restarted
   and the calls in flight are retried; everything is rebuilt from the store
-  and the tables' storage (:meth:`CatalogActor._recover` republishes what was
+  and the tables' storage (:meth:`ManagedTables.recover` republishes what was
   ratified and not yet published), and a retried commit is answered by its
   ``txnId`` with its original version: exactly once.
-- Creation (CATALOG_MANAGED.md, "Creating and Dropping"): a unique location
-  (given, or ``<root>/<table id>``) → version 0 ratified → name registered,
-  in one call, idempotent for the same ``table_id``/``txn_id`` (a retried call
-  finishes the work instead of making a second table).
-- Upgrading a filesystem table: the commit that adds ``catalogManaged`` is
-  written with put-if-absent ("Option 3": ratified and published in one
-  step, so a concurrent filesystem writer either precedes it or sees it),
-  then the catalog records it as its first version and registers the name.
-  From then on our own ``TableActor`` refuses to commit to the table.
-- Every call is authenticated (:mod:`raydelta.actors.catalog.auth`);
-  creating or upgrading a table needs ``CREATE_TABLE`` (and Unity
-  Catalog's ``USE_*`` for a three-part name) and a location that overlaps
-  no other table's (:mod:`raydelta.actors.catalog.locations`); a commit
-  is judged by its content (:func:`~raydelta.protocol.privileges.required_privileges`)
-  before anything is written.
+- Creating, upgrading and dropping tables: :mod:`raydelta.actors.catalog.lifecycle`.
+- Every call is authenticated (:mod:`raydelta.actors.catalog.auth`); a
+  commit is judged by its content
+  (:func:`~raydelta.protocol.privileges.required_privileges`) before
+  anything is written.
 - Backpressure: when a table's ratified-but-unpublished backlog reaches
   ``max_unpublished`` a commit is refused with the retryable
   :class:`~raydelta.protocol.errors.PublishBacklogError` naming the setting.
@@ -49,104 +50,40 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
-from pydantic import BaseModel, ConfigDict, Field
 
 from raydelta.actors.catalog.auth import ALL_TABLES, Authorizer
-from raydelta.actors.catalog.group_commit import GroupRatifier, Ticket
-from raydelta.actors.catalog.publisher import Publisher
+from raydelta.actors.catalog.credentials import CredentialService
+from raydelta.actors.catalog.lifecycle import UPGRADE_OPERATION, TableLifecycle, managed_protocol
+from raydelta.actors.catalog.locations import CatalogLocations
+from raydelta.actors.catalog.managed import ManagedTables
+from raydelta.actors.catalog.settings import CatalogSettings
 from raydelta.actors.catalog.tables import ManagedTableCoordinator
-from raydelta.actors.catalog.unity import UnityCatalogMethods, ensure_staged_commits_dir
+from raydelta.actors.catalog.unity.commits import UnityCommitService
+from raydelta.actors.catalog.unity.namespaces import NamespaceService
+from raydelta.actors.catalog.unity.service import UnityCatalogService
+from raydelta.actors.catalog.unity.tables import UnityTableService
 from raydelta.actors.faults import crash_point
-from raydelta.actors.table.committer import FilesystemCommitter
-from raydelta.actors.table.coordinator import CommitCoordinator
-from raydelta.protocol.actions import Action, Metadata, Protocol, serialize_actions
-from raydelta.protocol.catalog_managed import RatifiedCommit, RatifiedCommits, requires_catalog
-from raydelta.protocol.errors import (
-    CatalogManagedTableError,
-    InvalidArgumentError,
-    PublishBacklogError,
-    TableAlreadyExistsError,
-    TableNotFoundError,
-)
-from raydelta.protocol.events import CommitCommitted, CommitReply, CommitRequest, ReadSet
+from raydelta.protocol.actions import Action, Metadata, Protocol
+from raydelta.protocol.catalog_managed import RatifiedCommits
+from raydelta.protocol.errors import InvalidArgumentError
+from raydelta.protocol.events import CommitCommitted, CommitReply, CommitRequest
 from raydelta.protocol.file_names import STAGED_COMMITS_DIR, LogFileKind, commit_name
 from raydelta.protocol.privileges import Privilege, required_privileges
 from raydelta.protocol.reconciliation import TableHead
 from raydelta.protocol.securables import Securable, SecurableType, parse_securable_type
-from raydelta.protocol.table_features import (
-    CATALOG_MANAGED,
-    IN_COMMIT_TIMESTAMP,
-    VACUUM_PROTOCOL_CHECK,
-    upgrade_protocol,
-)
-from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
-from raydelta.storage.catalog.credential_vending import (
-    DEFAULT_LIFETIME_S,
-    MAX_LIFETIME_S,
-    MIN_LIFETIME_S,
-)
+from raydelta.storage.catalog.external_locations import ExternalLocationRegistry
+from raydelta.storage.catalog.namespaces import NamespaceRegistry
 from raydelta.storage.catalog.ratified_store import RatifiedCommitStore, TableEntry
-from raydelta.storage.log.store import LogStore, log_store_for
 
 logger = logging.getLogger(__name__)
-
-UPGRADE_OPERATION = "UPGRADE TO CATALOG-MANAGED"
 
 
 def catalog_actor_name(name: str) -> str:
     return f"catalog:{name}"
-
-
-class CatalogSettings(BaseModel):
-    """How a catalog runs. ``root``: where new tables are placed (and the
-    principals file, when authorization is on); ``max_unpublished``: the
-    per-table backlog of ratified, unpublished commits past which commits are
-    refused (retryable); ``credential_*`` and ``sts_endpoint_url``: how
-    temporary S3 credentials are vended
-    (:mod:`raydelta.storage.catalog.credential_vending`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    root: str
-    authorization: bool = False
-    max_unpublished: int = Field(default=100_000, ge=1)
-    staged_gc_grace_s: float = Field(default=600.0, ge=0)
-    storage_options: dict[str, Any] | None = None
-    credential_role_arn: str | None = None
-    """The role S3 credentials are vended from (STS ``AssumeRole`` with a
-    session policy per location); None: S3 credentials are refused."""
-    credential_lifetime_s: int = Field(
-        default=DEFAULT_LIFETIME_S, ge=MIN_LIFETIME_S, le=MAX_LIFETIME_S
-    )
-    sts_endpoint_url: str | None = None
-    credential_external_id: str | None = None
-
-
-def _upgrade_coordinator(
-    location: str, storage_options: dict[str, Any] | None
-) -> CommitCoordinator:
-    """A filesystem coordinator allowed to write the one commit that makes the
-    table catalog-managed (put-if-absent, rebased over filesystem writers)."""
-    store = log_store_for(location, storage_options)
-    return CommitCoordinator(
-        location, committer=FilesystemCommitter(location, store, catalog_managed=True)
-    )
-
-
-def managed_protocol(protocol: Protocol) -> Protocol:
-    """``protocol`` with ``catalogManaged`` (reader and writer), in-commit timestamps
-    and ``vacuumProtocolCheck`` (reader and writer): the spec needs the first
-    two; delta-spark (4.4.0) also requires the third of every catalog-managed
-    table and refuses to operate on one without it."""
-    return upgrade_protocol(
-        protocol,
-        reader_features=[CATALOG_MANAGED, VACUUM_PROTOCOL_CHECK],
-        writer_features=[CATALOG_MANAGED, IN_COMMIT_TIMESTAMP, VACUUM_PROTOCOL_CHECK],
-    )
 
 
 COMMIT_ATTEMPTS = 3
@@ -157,7 +94,7 @@ at most (its table reloaded from the store first)."""
 @ray.remote(  # type: ignore[call-overload]  # the stubs lack max_concurrency
     num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=32
 )
-class CatalogActor(UnityCatalogMethods):
+class CatalogActor:
     """See the module docstring. Create through :class:`raydelta.Catalog`."""
 
     def __init__(self, store: RatifiedCommitStore, settings: CatalogSettings) -> None:
@@ -170,25 +107,20 @@ class CatalogActor(UnityCatalogMethods):
             storage_options=settings.storage_options,
         )
         self._bootstrap_token = self._auth.bootstrap() if settings.authorization else None
-        self._tables: dict[str, ManagedTableCoordinator] = {}
-        self._log_stores: dict[str, LogStore] = {}
-        """Each table's log store, for the publisher (kept after a drop)."""
-        self._stale: set[str] = set()
-        """Tables whose coordinator holds versions a failed transaction lost."""
-        self._stale_lock = threading.Lock()
-        self._publisher = Publisher(store.mark_published)
-        self._ratifier = GroupRatifier(
-            store, on_durable=self._on_durable, on_failure=self._mark_stale
+        self._managed = ManagedTables(store, settings)
+        self._locations, self._lifecycle, self._unity = _compose(
+            self._lock, self._auth, settings, self._managed
         )
         crash_point("catalog_recover")
-        self._recover()
-        self._find_overlaps()
-        if self._overlaps:
+        self._managed.recover()
+        self._locations.find_overlaps()
+        overlaps = self._locations.location_report()
+        if overlaps:
             logger.warning(
                 "catalog %s: tables whose locations overlap (no credentials until an admin "
                 "drops one): %s",
                 settings.root,
-                sorted(self._overlaps),
+                sorted({o["table"] for o in overlaps}),
             )
 
     # --- plumbing ----------------------------------------------------------------------
@@ -202,67 +134,20 @@ class CatalogActor(UnityCatalogMethods):
             token, self._bootstrap_token = self._bootstrap_token, None
             return token
 
-    def _recover(self) -> None:
-        """Republish what was ratified and not yet published (any crash)."""
-        for entry in self._store.list_tables():
-            if not entry.catalog_managed or not self._store.ratified(entry.table_id):
-                continue
-            self._coordinator(entry)  # loading it submits its held commits
+    def unity(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run one operation of the Unity Catalog service (a part's method,
+        named by the method itself: :func:`~raydelta.actors.catalog.unity.service.call_unity`)."""
+        return self._unity.run(operation, *args, **kwargs)
 
-    def _coordinator(self, entry: TableEntry) -> ManagedTableCoordinator:
-        coordinator = self._tables.get(entry.table_id)
-        if coordinator is None:
-            coordinator = ManagedTableCoordinator(
-                entry.table_id,
-                entry.location,
-                self._store,
-                storage_options=self._settings.storage_options,
-                ratifier=self._ratifier,
-            )
-            self._tables[entry.table_id] = coordinator
-            self._log_stores[entry.table_id] = coordinator.store
-            self._republish(coordinator)
-        elif entry.table_id in self._stale:
-            self._ratifier.settle()
-            with self._stale_lock:
-                self._stale.discard(entry.table_id)
-            coordinator.reload()  # back to what the store holds
-        return coordinator
+    def location_report(self) -> list[dict[str, str]]:
+        """Tables whose locations overlap another one's (``raydelta status``)."""
+        return self._locations.location_report()
 
-    def _mark_stale(self, table_ids: set[str]) -> None:
-        with self._stale_lock:
-            self._stale |= table_ids
-
-    def _republish(self, coordinator: ManagedTableCoordinator) -> None:
-        for commit in self._store.ratified(coordinator.table_id):
-            if commit.actions is not None:
-                data = serialize_actions(list(commit.actions))
-            else:
-                data = coordinator.store.read(commit.staged_name or "")
-            self._publisher.submit(coordinator.table_id, coordinator.store, commit.version, data)
-
-    def _on_durable(self, ticket: Ticket) -> None:
-        """A ratification is durable: hand it to the publisher (in order)."""
-        table_id = ticket.ratification.table_id
-        self._publisher.submit(
-            table_id, self._log_stores[table_id], ticket.ratification.commit.version, ticket.data
-        )
-
-    def _entry(self, name: str) -> TableEntry:
-        entry = self._store.lookup(name)
-        if entry is None:
-            raise TableNotFoundError(f"no table named {name!r} in the catalog")
-        return entry
-
-    def _table(self, name: str) -> ManagedTableCoordinator:
-        entry = self._entry(name)
-        if not entry.catalog_managed:
-            raise CatalogManagedTableError(f"{name!r} is not catalog-managed", entry.location)
-        return self._coordinator(entry)
-
-    def _managed(self, name: str, token: str | None, *needed: Privilege) -> ManagedTableCoordinator:
+    def _managed_table(
+        self, name: str, token: str | None, *needed: Privilege
+    ) -> ManagedTableCoordinator:
         self._auth.require(self._auth.authenticate(token), name, needed)
-        return self._table(name)
+        return self._managed.table(name)
 
     # --- names -------------------------------------------------------------------------
 
@@ -270,7 +155,7 @@ class CatalogActor(UnityCatalogMethods):
         """Name resolution: the location, and whether the table is catalog-managed."""
         with self._lock:
             self._auth.require(self._auth.authenticate(token), name, [Privilege.READ])
-            return self._entry(name)
+            return self._managed.entry(name)
 
     def list_tables(self, token: str | None) -> list[TableEntry]:
         with self._lock:
@@ -281,13 +166,7 @@ class CatalogActor(UnityCatalogMethods):
 
     def drop_table(self, name: str, token: str | None) -> TableEntry:
         """Soft delete: the name goes, the table's files stay."""
-        with self._lock:
-            self._auth.require(self._auth.authenticate(token), name, [Privilege.OWN])
-            entry = self._store.drop_table(name)
-            self._tables.pop(entry.table_id, None)
-            self._auth.forget_table(name)
-            self._find_overlaps()  # dropping one of two overlapping tables resolves both
-            return entry
+        return self._lifecycle.drop(name, token)
 
     def create_table(
         self,
@@ -300,100 +179,33 @@ class CatalogActor(UnityCatalogMethods):
         table_id: str,
         txn_id: str,
     ) -> TableEntry:
-        """Create the catalog-managed table ``name`` (module doc: creation)."""
-        with self._lock:
-            principal = self._auth.authenticate(token)
-            if not name or not isinstance(name, str):
-                raise InvalidArgumentError(f"a table name must be a non-empty string, got {name!r}")
-            existing = self._store.lookup(name)
-            if existing is not None:
-                if existing.table_id == table_id:
-                    return existing  # a retried call that finished
-                raise TableAlreadyExistsError(f"the catalog already has a table named {name!r}")
-            self._require_creation(principal, name)
-            where = location or f"{self._settings.root.rstrip('/')}/{table_id}"
-            self._check_table_location(principal, where, managed=True, skip_id=table_id)
-            entry = TableEntry(name=name, location=where, table_id=table_id)
-            coordinator = self._coordinator(entry)
-            if self._store.find_txn(table_id, txn_id) is None:
-                if coordinator.exists or (
-                    coordinator.store.log_exists() and coordinator.store.list_from(0)
-                ):
-                    self._tables.pop(table_id, None)
-                    raise TableAlreadyExistsError(f"a Delta table already exists at {where}")
-                request = CommitRequest(
-                    txn_id=txn_id,
-                    read_set=ReadSet(read_version=-1),
-                    actions=(managed_protocol(protocol), _with_ict(metadata)),
-                    operation="CREATE TABLE",
-                    operation_parameters={"partitionBy": list(metadata.partition_columns)},
-                    commit_time_ms=int(time.time() * 1000),
-                )
-                try:
-                    coordinator.create(request).raise_if_conflict()
-                    self._ratifier.wait(self._ratifier.last)  # durable before registered
-                except BaseException:
-                    self._tables.pop(table_id, None)
-                    raise
-            crash_point("catalog_before_register")
-            registered = self._store.register_table(name, location=where, table_id=table_id)
-            self._auth.grant_owner(principal, name)
-            ensure_staged_commits_dir(where, self._settings.storage_options)
-            return registered
+        """Create the catalog-managed table ``name`` (:mod:`raydelta.actors.catalog.lifecycle`)."""
+        return self._lifecycle.create(
+            name, token, protocol, metadata, location=location, table_id=table_id, txn_id=txn_id
+        )
 
     def upgrade_table(self, name: str, token: str | None, location: str, txn_id: str) -> TableEntry:
         """Make the filesystem table at ``location`` catalog-managed, as ``name``."""
-        with self._lock:
-            principal = self._auth.authenticate(token)
-            if self._store.lookup(name) is not None:
-                raise TableAlreadyExistsError(f"the catalog already has a table named {name!r}")
-            self._require_creation(principal, name)
-            self._check_table_location(principal, location, managed=True)
-            filesystem = _upgrade_coordinator(location, self._settings.storage_options)
-            if not filesystem.exists:
-                raise TableNotFoundError(f"no Delta table at {location}")
-            config = filesystem.table_configuration
-            if requires_catalog(config.protocol):
-                raise CatalogManagedTableError(
-                    f"{location} is catalog-managed already: register it with its own catalog",
-                    location,
-                )
-            table_id = config.metadata.id
-            request = CommitRequest(
-                txn_id=txn_id,
-                read_set=ReadSet(read_version=filesystem.version),
-                actions=(managed_protocol(config.protocol), _with_ict(config.metadata)),
-                operation=UPGRADE_OPERATION,
-                commit_time_ms=int(time.time() * 1000),
-            )
-            version = filesystem.commit(request).raise_if_conflict().version
-            actions = filesystem.tail(version - 1) or []
-            committed = next(a for v, a in actions if v == version)
-            self._store.ratify(table_id, RatifiedCommit.inline(version, committed), txn_id=txn_id)
-            self._store.mark_published(table_id, version)
-            registered = self._store.register_table(name, location=location, table_id=table_id)
-            self._auth.grant_owner(principal, name)
-            ensure_staged_commits_dir(location, self._settings.storage_options)
-            return registered
+        return self._lifecycle.upgrade(name, token, location, txn_id)
 
     # --- reads -------------------------------------------------------------------------
 
     def version(self, name: str, token: str | None) -> int:
         with self._lock:
-            self._ratifier.settle()
-            return self._managed(name, token, Privilege.READ).version
+            self._managed.ratifier.settle()
+            return self._managed_table(name, token, Privilege.READ).version
 
     def head(self, name: str, token: str | None) -> TableHead:
         with self._lock:
-            self._ratifier.settle()
-            return self._managed(name, token, Privilege.READ).head()
+            self._managed.ratifier.settle()
+            return self._managed_table(name, token, Privilege.READ).head()
 
     def tail(
         self, name: str, token: str | None, since_version: int
     ) -> tuple[int, list[tuple[int, list[Action]]] | None]:
         with self._lock:
-            self._ratifier.settle()
-            coordinator = self._managed(name, token, Privilege.READ)
+            self._managed.ratifier.settle()
+            coordinator = self._managed_table(name, token, Privilege.READ)
             return coordinator.version, coordinator.tail(since_version)
 
     def get_ratified_commits(
@@ -405,8 +217,8 @@ class CatalogActor(UnityCatalogMethods):
     ) -> RatifiedCommits:
         """The contiguous ratified commits still held in the range, and the latest version."""
         with self._lock:
-            self._ratifier.settle()
-            coordinator = self._managed(name, token, Privilege.READ)
+            self._managed.ratifier.settle()
+            coordinator = self._managed_table(name, token, Privilege.READ)
             held, latest = coordinator.held_commits(start_version, end_version)
             return RatifiedCommits(commits=tuple(held), latest_version=latest)
 
@@ -421,9 +233,10 @@ class CatalogActor(UnityCatalogMethods):
             attempt += 1
             with self._lock:
                 coordinator, reply = self._commit_locked(name, token, request)
-                ticket = self._ratifier.last  # ours, or the newest one before a retry's answer
+                # ours, or the newest one before a retry's answer
+                ticket = self._managed.ratifier.last
             try:
-                self._ratifier.wait(ticket)
+                self._managed.ratifier.wait(ticket)
             except Exception:
                 if attempt >= COMMIT_ATTEMPTS:
                     raise
@@ -435,28 +248,16 @@ class CatalogActor(UnityCatalogMethods):
                     coordinator.forget_staged(staged, reply.version)
             return reply
 
-    def _require_publish_capacity(self, table_id: str, name: str) -> None:
-        """Refuse a new commit while ``max_unpublished`` ratified commits of the
-        table wait for the publisher."""
-        backlog = self._publisher.backlog(table_id)
-        if backlog >= self._settings.max_unpublished:
-            raise PublishBacklogError(
-                f"{backlog} ratified commits of {name!r} are not yet published "
-                f"(max_unpublished={self._settings.max_unpublished}); retry shortly",
-                setting="max_unpublished",
-                backlog=backlog,
-            )
-
     def _commit_locked(
         self, name: str, token: str | None, request: CommitRequest
     ) -> tuple[ManagedTableCoordinator, CommitReply]:
         """The part of :meth:`commit` under the lock: judge and number it."""
         principal = self._auth.authenticate(token)
-        coordinator = self._table(name)
+        coordinator = self._managed.table(name)
         if coordinator.find_committed(request.txn_id) is not None:
             self._auth.require(principal, name, [Privilege.READ])
             return coordinator, coordinator.commit_proposal(request, ())
-        self._require_publish_capacity(coordinator.table_id, name)
+        self._managed.require_publish_capacity(coordinator.table_id, name)
         actions = coordinator.proposed_actions(request)
         self._auth.require(principal, name, required_privileges(actions))
         proposal = coordinator.commit_proposal(
@@ -476,8 +277,8 @@ class CatalogActor(UnityCatalogMethods):
         version; returns ``(max published version, latest ratified version)``.
         Needs WRITE: maintenance writes and deletes the table's files."""
         with self._lock:
-            self._ratifier.settle()
-            coordinator = self._managed(name, token, Privilege.WRITE)
+            self._managed.ratifier.settle()
+            coordinator = self._managed_table(name, token, Privilege.WRITE)
             table_id, latest = coordinator.table_id, coordinator.version
         deadline = time.monotonic() + max(0.0, wait_s)
         while True:
@@ -525,18 +326,18 @@ class CatalogActor(UnityCatalogMethods):
 
     def publish_status(self, name: str) -> dict[str, Any]:
         with self._lock:
-            entry = self._entry(name)
+            entry = self._managed.entry(name)
         return {
             "published_through": self._store.published_version(entry.table_id),
             "latest_version": self._store.latest_version(entry.table_id),
-            "backlog": self._publisher.backlog(entry.table_id),
-            "error": self._publisher.errors().get(entry.table_id),
+            "backlog": self._managed.publisher.backlog(entry.table_id),
+            "error": self._managed.publisher.errors().get(entry.table_id),
         }
 
     def wait_published(self, name: str, version: int, timeout_s: float = 30.0) -> bool:
         """Block until ``<version>.json`` is published and verified (or time out)."""
         with self._lock:
-            entry = self._entry(name)
+            entry = self._managed.entry(name)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             published = self._store.published_version(entry.table_id)
@@ -546,29 +347,29 @@ class CatalogActor(UnityCatalogMethods):
         return False
 
     def publish_lags_ms(self, clear: bool = False) -> list[float]:
-        lags = self._publisher.lags_ms()
+        lags = self._managed.publisher.lags_ms()
         if clear:
-            self._publisher.clear_lags()
+            self._managed.publisher.clear_lags()
         return lags
 
     def group_commit_stats(self) -> dict[str, int]:
         """Store transactions written by the group commit, and the ratifications
         they held (their ratio is the mean group size)."""
         return {
-            "transactions": self._ratifier.transactions,
-            "ratified": self._ratifier.ratified,
+            "transactions": self._managed.ratifier.transactions,
+            "ratified": self._managed.ratifier.ratified,
         }
 
     def pause_publishing(self, paused: bool) -> None:
-        self._publisher.pause(paused)
+        self._managed.publisher.pause(paused)
 
     def collect_staged_garbage(
         self, name: str, token: str | None, older_than_s: float | None = None
     ) -> list[str]:
         """Delete staged files no ratified commit names (older than the grace period)."""
         with self._lock:
-            self._ratifier.settle()
-            coordinator = self._managed(name, token, Privilege.OWN)
+            self._managed.ratifier.settle()
+            coordinator = self._managed_table(name, token, Privilege.OWN)
             grace = self._settings.staged_gc_grace_s if older_than_s is None else older_than_s
             return collect_staged_garbage(coordinator, grace)
 
@@ -582,14 +383,6 @@ def _securable(securable_type: str, name: str) -> Securable:
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"a {kind.value} needs a name, got {name!r}")
     return Securable(kind, name)
-
-
-def _with_ict(metadata: Metadata) -> Metadata:
-    """``metadata`` with in-commit timestamps enabled (a managed table needs them)."""
-    if metadata.configuration.get(ENABLE_IN_COMMIT_TIMESTAMPS) == "true":
-        return metadata
-    configuration = {**metadata.configuration, ENABLE_IN_COMMIT_TIMESTAMPS: "true"}
-    return metadata.model_copy(update={"configuration": configuration})
 
 
 def collect_staged_garbage(coordinator: ManagedTableCoordinator, grace_s: float) -> list[str]:
@@ -623,4 +416,67 @@ def _is_published_copy(coordinator: ManagedTableCoordinator, version: int, name:
         return False
 
 
-__all__ = ["CatalogActor", "CatalogSettings", "catalog_actor_name", "managed_protocol"]
+def _compose(
+    lock: threading.RLock,
+    auth: Authorizer,
+    settings: CatalogSettings,
+    managed: ManagedTables,
+) -> tuple[CatalogLocations, TableLifecycle, UnityCatalogService]:
+    """The catalog's services, each given what it needs (the module docstring)."""
+    options = settings.storage_options
+    namespaces = NamespaceRegistry.load(root=settings.root, storage_options=options)
+    external = ExternalLocationRegistry.load(root=settings.root, storage_options=options)
+    store = managed.store
+    locations = CatalogLocations(
+        lock=lock,
+        store=store,
+        auth=auth,
+        settings=settings,
+        namespaces=namespaces,
+        external=external,
+    )
+    lifecycle = TableLifecycle(
+        lock=lock, auth=auth, settings=settings, tables=managed, locations=locations
+    )
+    schemas = NamespaceService(
+        lock=lock,
+        auth=auth,
+        settings=settings,
+        store=store,
+        namespaces=namespaces,
+        lifecycle=lifecycle,
+    )
+    tables = UnityTableService(
+        lock=lock,
+        auth=auth,
+        settings=settings,
+        tables=managed,
+        namespaces=namespaces,
+        schemas=schemas,
+        locations=locations,
+        lifecycle=lifecycle,
+    )
+    unity = UnityCatalogService(
+        namespaces=schemas,
+        tables=tables,
+        commits=UnityCommitService(lock=lock, auth=auth, tables=managed, describe=tables),
+        locations=locations,
+        credentials=CredentialService(
+            lock=lock,
+            auth=auth,
+            settings=settings,
+            tables=managed,
+            namespaces=namespaces,
+            locations=locations,
+        ),
+    )
+    return locations, lifecycle, unity
+
+
+__all__ = [
+    "UPGRADE_OPERATION",
+    "CatalogActor",
+    "CatalogSettings",
+    "catalog_actor_name",
+    "managed_protocol",
+]

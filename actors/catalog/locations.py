@@ -1,15 +1,18 @@
-"""Where tables may live, who may put them there, and vending credentials for
-them, on the ``Catalog`` actor (Unity Catalog's external locations and
-temporary credentials).
+"""Where tables may live and who may put them there, on the ``Catalog`` actor
+(Unity Catalog's external locations): :class:`CatalogLocations`, a service
+the actor holds (with the store, the authorizer, the settings and the two
+registries it reads given to its constructor).
 
-:class:`CatalogLocationMethods` is mixed into
-:class:`~raydelta.actors.catalog.CatalogActor` (through
-:class:`~raydelta.actors.catalog.unity.UnityCatalogMethods`).
+The actor's own table creation (:mod:`raydelta.actors.catalog.lifecycle`),
+Unity Catalog's tables (:mod:`raydelta.actors.catalog.unity.tables`) and
+credential vending (:mod:`raydelta.actors.catalog.credentials`) ask it
+before anything is created or vended; the REST server reaches its external
+locations through :class:`~raydelta.actors.catalog.unity.service.UnityCatalogService`.
 
 Invariants:
 - Locations are compared with one function,
   :func:`~raydelta.protocol.locations.parse_location` (local paths folded
-  for case when the root's file system folds case).
+  for case when the root's file system folds case: :class:`LocationComparison`).
 - A table's location never equals, contains or lies inside another
   table's (a staging table's location counts as a table's), never contains
   the managed root or an external location, and lies inside the managed
@@ -24,31 +27,30 @@ Invariants:
   holding it. The admin (OWN on the metastore) needs no external location.
 - External locations are the admin's to create, change and delete; they
   never overlap each other or the managed root.
-- Path credentials: inside a table, the table's ``READ``/``WRITE``; a
+- Path access: inside a table, the table's ``READ``/``WRITE``; a
   path holding tables or inside the managed root, the admin only; inside an
   external location, its ``READ_FILES``/``WRITE_FILES``
   (``CREATE_EXTERNAL_TABLE`` to create a table there, where no table may
   be yet); anywhere else, the admin only. A read-only external location
-  never gets write credentials.
+  is never written.
 - Tables registered before these rules whose locations overlap are found
   when the catalog starts (and again after every drop): they are listed by
-  :meth:`CatalogLocationMethods.location_report` (``raydelta status``), and
+  :meth:`CatalogLocations.location_report` (``raydelta status``), and
   no credential is vended for them
   (:class:`~raydelta.protocol.errors.OverlappingTablesError`) until an admin
   drops one.
-- Credentials are vended outside the actor's lock
-  (:func:`~raydelta.storage.catalog.credential_vending.vend_credentials`), after
-  the privilege check under it.
+- Methods taking a token take the catalog's lock; the others are called
+  with it held.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
-from raydelta.protocol.credential_scope import AccessLevel
+from raydelta.actors.catalog.auth import Authorizer
+from raydelta.actors.catalog.settings import CatalogSettings
 from raydelta.protocol.errors import (
     InvalidArgumentError,
     LocationOverlapError,
@@ -65,23 +67,16 @@ from raydelta.protocol.locations import (
 )
 from raydelta.protocol.privileges import Privilege
 from raydelta.protocol.securables import Securable, table_creation_requirements
-from raydelta.storage.catalog.credential_vending import VendingSettings, vend_credentials
+from raydelta.protocol.unity_catalog import ExternalLocationInfo
 from raydelta.storage.catalog.external_locations import ExternalLocationRegistry
 from raydelta.storage.catalog.location_case import local_paths_case_insensitive
-from raydelta.storage.catalog.ratified_store import TableEntry
-
-if TYPE_CHECKING:
-    from raydelta.actors.catalog.actor import CatalogSettings
-    from raydelta.actors.catalog.auth import Authorizer
-    from raydelta.storage.catalog.namespaces import NamespaceRegistry
-    from raydelta.storage.catalog.ratified_store import RatifiedCommitStore
+from raydelta.storage.catalog.namespaces import NamespaceRegistry
+from raydelta.storage.catalog.ratified_store import RatifiedCommitStore
 
 MANAGED_ROOT = "<managed root>"
 """The label of the catalog's managed storage root in overlap reports."""
 
 PATH_OPERATIONS = ("read", "write", "create")
-
-_EXTERNAL_LOCATION_KEYS = ("name", "url", "credential_name", "comment", "read_only")
 
 
 class ExternalLocationNotFoundError(TableNotFoundError):
@@ -96,51 +91,62 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class CatalogLocationMethods:
-    """Mixed into ``CatalogActor`` (module docstring). Relies on the actor's
-    ``_lock``, ``_store``, ``_auth``, ``_settings`` and the namespaces ``_ns``."""
+class LocationComparison:
+    """URIs as the catalog compares them: :func:`parse_location`, local paths
+    folded for case when the file system of the catalog's ``root`` folds case
+    (asked once, on the first local path, unless ``folds_case`` is given)."""
 
-    _lock: Any
-    _store: RatifiedCommitStore
-    _auth: Authorizer
-    _settings: CatalogSettings
-    _external_registry: ExternalLocationRegistry | None = None
-    _folds_case: bool | None = None
-    _overlaps: dict[str, list[dict[str, str]]] | None = None
+    def __init__(self, root: str, *, folds_case: bool | None = None) -> None:
+        self.root = root
+        self._folds_case = folds_case
 
-    if TYPE_CHECKING:  # the actor's and UnityCatalogMethods'
-
-        @property
-        def _ns(self) -> NamespaceRegistry: ...
-
-        def _who(self, token: str | None) -> str: ...
-
-        def _entry_by_id(self, table_id: str) -> TableEntry | None: ...
-
-    # --- comparing locations -----------------------------------------------------------
-
-    @property
-    def _external(self) -> ExternalLocationRegistry:
-        if self._external_registry is None:
-            self._external_registry = ExternalLocationRegistry.load(
-                root=self._settings.root, storage_options=self._settings.storage_options
-            )
-        return self._external_registry
-
-    def _location(self, uri: str) -> StorageLocation:
-        """``uri`` as the catalog compares it (module invariants)."""
+    def location(self, uri: str) -> StorageLocation:
         plain = parse_location(uri)
         if plain.scheme != "file":
             return plain
         if self._folds_case is None:
-            root = parse_location(self._settings.root)
+            root = parse_location(self.root)
             self._folds_case = root.scheme == "file" and local_paths_case_insensitive(
                 root.uri()[len("file://") :]
             )
         return parse_location(uri, case_insensitive=True) if self._folds_case else plain
 
+
+class CatalogLocations:
+    """The location rules and the external locations (module docstring).
+
+    ``namespaces`` is read for the staging tables' locations (they count as
+    tables'); ``external`` holds the external locations. Everything it needs
+    is given here, so the service can be built wherever the catalog's tables
+    are."""
+
+    def __init__(
+        self,
+        *,
+        lock: threading.RLock,
+        store: RatifiedCommitStore,
+        auth: Authorizer,
+        settings: CatalogSettings,
+        namespaces: NamespaceRegistry,
+        external: ExternalLocationRegistry,
+    ) -> None:
+        self._lock = lock
+        self._store = store
+        self._auth = auth
+        self._settings = settings
+        self._ns = namespaces
+        self._external = external
+        self._comparison = LocationComparison(settings.root)
+        self._overlaps: dict[str, list[dict[str, str]]] | None = None
+
+    # --- comparing locations -----------------------------------------------------------
+
+    def location(self, uri: str) -> StorageLocation:
+        """``uri`` as the catalog compares it (module invariants)."""
+        return self._comparison.location(uri)
+
     def _managed_root(self) -> StorageLocation:
-        return self._location(self._settings.root)
+        return self.location(self._settings.root)
 
     def _table_locations(self, *, skip_id: str | None = None) -> dict[str, tuple[str, str]]:
         """``{label: (name, location)}`` of every table and staging table
@@ -177,7 +183,7 @@ class CatalogLocationMethods:
                 other_location=self._settings.root,
             )
         for label, (name, location) in self._table_locations(skip_id=skip_id).items():
-            met = here.relation_to(self._location(location))
+            met = here.relation_to(self.location(location))
             if met is not None:
                 raise LocationOverlapError(
                     f"location {uri} {met} {label}'s location {location}: two tables "
@@ -187,7 +193,7 @@ class CatalogLocationMethods:
                     other_location=location,
                 )
         for name, info in self._external.locations.items():
-            other = self._location(info["url"])
+            other = self.location(info["url"])
             if here.contains(other) and here != other:
                 raise LocationOverlapError(
                     f"location {uri} contains external location {name!r} ({info['url']}): "
@@ -199,7 +205,7 @@ class CatalogLocationMethods:
 
     def _external_location_holding(self, here: StorageLocation) -> str | None:
         for name, info in self._external.locations.items():
-            if self._location(info["url"]).contains(here):
+            if self.location(info["url"]).contains(here):
                 return name
         return None
 
@@ -231,17 +237,17 @@ class CatalogLocationMethods:
             )
         self._auth.require_on(principal, Securable.external_location(holder), [privilege])
 
-    def _require_creation(self, principal: str, name: str) -> None:
+    def require_creation(self, principal: str, name: str) -> None:
         """Unity Catalog's privileges to create table ``name`` (module invariants)."""
         for securable, needed in table_creation_requirements(name):
             self._auth.require_on(principal, securable, needed)
 
-    def _check_table_location(
+    def check_table_location(
         self, principal: str, location: str, *, managed: bool, skip_id: str | None = None
     ) -> None:
         """The location rules for a new table at ``location`` (module invariants)."""
         self._check_spelling(location)
-        here = self._location(location)
+        here = self.location(location)
         self._refuse_overlap(location, here, skip_id=skip_id)
         inside_root = self._managed_root().contains(here)
         if inside_root and not managed:
@@ -259,15 +265,15 @@ class CatalogLocationMethods:
 
     # --- external locations ------------------------------------------------------------
 
-    def _external_info(self, name: str) -> dict[str, Any]:
+    def _external_info(self, name: str) -> ExternalLocationInfo:
         info = self._external.locations.get(name)
         if info is None:
             raise ExternalLocationNotFoundError(f"external location {name!r} does not exist")
-        return info
+        return ExternalLocationInfo.model_validate(info)
 
     def _check_external_url(self, name: str, url: str) -> None:
         self._check_spelling(url)
-        here = self._location(url)
+        here = self.location(url)
         root = self._managed_root()
         if here.overlaps(root):
             raise LocationOverlapError(
@@ -278,7 +284,7 @@ class CatalogLocationMethods:
                 other_location=self._settings.root,
             )
         for other_name, info in self._external.locations.items():
-            relation = here.relation_to(self._location(info["url"]))
+            relation = here.relation_to(self.location(info["url"]))
             if other_name != name and relation is not None:
                 raise LocationOverlapError(
                     f"external location {url} {relation} external location {other_name!r} "
@@ -288,7 +294,7 @@ class CatalogLocationMethods:
                     other_location=str(info["url"]),
                 )
         for label, (table, location) in self._table_locations().items():
-            if self._location(location).contains(here):
+            if self.location(location).contains(here):
                 raise LocationOverlapError(
                     f"external location {url} lies inside {label}'s location {location}",
                     location=url,
@@ -296,7 +302,7 @@ class CatalogLocationMethods:
                     other_location=location,
                 )
 
-    def uc_create_external_location(
+    def create_external_location(
         self,
         token: str | None,
         name: str,
@@ -305,10 +311,10 @@ class CatalogLocationMethods:
         credential_name: str | None = None,
         comment: str | None = None,
         read_only: bool = False,
-    ) -> dict[str, Any]:
+    ) -> ExternalLocationInfo:
         """Register external location ``name`` at ``url`` (the admin only)."""
         with self._lock:
-            principal = self._who(token)
+            principal = self._auth.authenticate(token)
             self._auth.require_on(principal, Securable.metastore(), [Privilege.OWN])
             if not isinstance(name, str) or not name or "." in name:
                 raise InvalidArgumentError(f"invalid external location name {name!r}")
@@ -317,79 +323,88 @@ class CatalogLocationMethods:
                     f"external location {name!r} already exists"
                 )
             self._check_external_url(name, url)
-            now = _now_ms()
-            info = {
-                "name": name,
-                "url": url,
-                "credential_name": credential_name,
-                "comment": comment,
-                "read_only": bool(read_only),
-                "owner": principal,
-                "created_at": now,
-                "created_by": principal,
-                "updated_at": now,
-                "updated_by": principal,
-            }
-            # the id under both names Unity Catalog has used (the 0.4 SDK reads "id")
-            info["id"] = info["external_location_id"] = str(uuid.uuid4())
-            self._external.locations[name] = info
+            now, location_id = _now_ms(), str(uuid.uuid4())
+            info = ExternalLocationInfo(
+                name=name,
+                url=url,
+                credential_name=credential_name,
+                comment=comment,
+                read_only=bool(read_only),
+                owner=principal,
+                created_at=now,
+                created_by=principal,
+                updated_at=now,
+                updated_by=principal,
+                id=location_id,
+                external_location_id=location_id,
+            )
+            self._external.locations[name] = info.model_dump()
             self._external.save()
-            return dict(info)
+            return info
 
-    def uc_external_locations(
+    def external_locations(
         self, token: str | None, name: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ExternalLocationInfo]:
         """One external location, or every one the caller holds a privilege on."""
         with self._lock:
-            principal = self._who(token)
+            principal = self._auth.authenticate(token)
             if name is not None:
                 info = self._external_info(name)
                 if not self._auth.privileges_on(principal, Securable.external_location(name)):
                     self._auth.require_on(
                         principal, Securable.external_location(name), [Privilege.READ_FILES]
                     )
-                return [dict(info)]
+                return [info]
             return [
-                dict(info)
+                ExternalLocationInfo.model_validate(info)
                 for key, info in sorted(self._external.locations.items())
                 if self._auth.privileges_on(principal, Securable.external_location(key))
             ]
 
-    def uc_update_external_location(
-        self, token: str | None, name: str, changes: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """Change an external location's url, comment, credential name or read-only flag."""
+    def update_external_location(
+        self,
+        token: str | None,
+        name: str,
+        *,
+        new_name: str | None = None,
+        url: str | None = None,
+        comment: str | None = None,
+        credential_name: str | None = None,
+        read_only: bool | None = None,
+    ) -> ExternalLocationInfo:
+        """Change an external location's url, comment, credential name or read-only
+        flag (None: unchanged)."""
         with self._lock:
-            principal = self._who(token)
+            principal = self._auth.authenticate(token)
             self._auth.require_on(principal, Securable.external_location(name), [Privilege.OWN])
-            info = dict(self._external_info(name))
-            new_name = changes.get("new_name")
+            info = self._external_info(name)
             if new_name and new_name != name:
                 raise InvalidArgumentError("renaming an external location is not supported")
-            url = changes.get("url")
-            if url is not None and url != info["url"]:
-                self._check_external_url(name, str(url))
-                info["url"] = str(url)
-            for key in ("comment", "credential_name"):
-                if changes.get(key) is not None:
-                    info[key] = changes[key]
-            if changes.get("read_only") is not None:
-                info["read_only"] = bool(changes["read_only"])
-            info.update(updated_at=_now_ms(), updated_by=principal)
-            self._external.locations[name] = info
+            changes: dict[str, object] = {"updated_at": _now_ms(), "updated_by": principal}
+            if url is not None and url != info.url:
+                self._check_external_url(name, url)
+                changes["url"] = url
+            if comment is not None:
+                changes["comment"] = comment
+            if credential_name is not None:
+                changes["credential_name"] = credential_name
+            if read_only is not None:
+                changes["read_only"] = read_only
+            changed = ExternalLocationInfo.model_validate({**info.model_dump(), **changes})
+            self._external.locations[name] = changed.model_dump()
             self._external.save()
-            return dict(info)
+            return changed
 
-    def uc_delete_external_location(self, token: str | None, name: str, force: bool) -> None:
+    def delete_external_location(self, token: str | None, name: str, force: bool) -> None:
         """Delete an external location (with ``force`` even if tables lie inside it)."""
         with self._lock:
-            principal = self._who(token)
+            principal = self._auth.authenticate(token)
             self._auth.require_on(principal, Securable.external_location(name), [Privilege.OWN])
-            here = self._location(self._external_info(name)["url"])
+            here = self.location(self._external_info(name).url)
             inside = sorted(
                 table
                 for _, (table, location) in self._table_locations().items()
-                if here.contains(self._location(location))
+                if here.contains(self.location(location))
             )
             if inside and not force:
                 raise InvalidArgumentError(
@@ -401,14 +416,14 @@ class CatalogLocationMethods:
 
     # --- overlaps found at start -------------------------------------------------------
 
-    def _find_overlaps(self) -> None:
+    def find_overlaps(self) -> None:
         """Record every registered table whose location overlaps another one's
         or (an external table) the managed root (module invariants)."""
         located: dict[str, StorageLocation] = {}
         where: dict[str, str] = {}
         for entry in self._store.list_tables():
             try:
-                located[entry.name] = self._location(entry.location)
+                located[entry.name] = self.location(entry.location)
             except InvalidArgumentError:  # unreadable spelling: compare it literally
                 continue
             where[entry.name] = entry.location
@@ -437,9 +452,9 @@ class CatalogLocationMethods:
                 note(entry.name, MANAGED_ROOT, self._settings.root, here.relation_to(root) or "")
         self._overlaps = found
 
-    def _refuse_if_overlapping(self, name: str) -> None:
+    def refuse_if_overlapping(self, name: str) -> None:
         if self._overlaps is None:
-            self._find_overlaps()
+            self.find_overlaps()
         assert self._overlaps is not None
         conflicts = self._overlaps.get(name)
         if conflicts:
@@ -456,22 +471,22 @@ class CatalogLocationMethods:
         after every drop), one entry per overlap; read-only, no token needed."""
         with self._lock:
             if self._overlaps is None:
-                self._find_overlaps()
+                self.find_overlaps()
             assert self._overlaps is not None
             return [c for name in sorted(self._overlaps) for c in self._overlaps[name]]
 
-    # --- path access and credentials ---------------------------------------------------
+    # --- path access --------------------------------------------------------------------
 
-    def _path_access(self, principal: str, url: str, operation: str) -> str | None:
+    def path_access(self, principal: str, url: str, operation: str) -> str | None:
         """Check ``principal`` may reach ``url`` for ``operation`` (module
         invariants); the name of the table holding it, or None."""
         if operation not in PATH_OPERATIONS:
             raise InvalidArgumentError(f"unknown path operation {operation!r}")
         self._check_spelling(url)
-        here = self._location(url)
+        here = self.location(url)
         admin = self._auth.is_admin(principal)
         for entry in self._store.list_tables():
-            location = self._location(entry.location)
+            location = self.location(entry.location)
             if not location.contains(here):
                 continue
             if operation == "create":
@@ -481,21 +496,21 @@ class CatalogLocationMethods:
                     other=entry.name,
                     other_location=entry.location,
                 )
-            self._refuse_if_overlapping(entry.name)
+            self.refuse_if_overlapping(entry.name)
             needed = Privilege.READ if operation == "read" else Privilege.WRITE
             self._auth.require(principal, entry.name, [needed])
             return str(entry.name)
         for staging in self._ns.staging.values():
-            if self._location(str(staging["location"])).contains(here):
+            if self.location(str(staging["location"])).contains(here):
                 if principal != staging["created_by"] and not admin:
                     self._auth.require_on(principal, Securable.metastore(), [Privilege.OWN])
                 return str(staging["full_name"])
         if operation == "create":
-            self._check_table_location(principal, url, managed=False)
+            self.check_table_location(principal, url, managed=False)
             return None
         root = self._managed_root()
         holds_tables = here.contains(root) or any(
-            here.contains(self._location(location))
+            here.contains(self.location(location))
             for _, location in self._table_locations().values()
         )
         if holds_tables or root.contains(here):
@@ -512,93 +527,12 @@ class CatalogLocationMethods:
         self._require_external_location(principal, url, here, files)
         return None
 
-    def uc_path_access(self, token: str | None, url: str, operation: str) -> str | None:
-        """Check access to the storage path ``url`` for ``operation`` (``"read"``,
-        ``"write"`` or ``"create"``, see the module docstring); the name of the
-        table holding it, or None."""
-        with self._lock:
-            return self._path_access(self._who(token), url, operation)
-
-    def _vending(self) -> VendingSettings:
-        settings = self._settings
-        return VendingSettings(
-            role_arn=settings.credential_role_arn,
-            lifetime_s=settings.credential_lifetime_s,
-            sts_endpoint_url=settings.sts_endpoint_url,
-            external_id=settings.credential_external_id,
-        )
-
-    def _vend(self, principal: str, url: str, access: AccessLevel) -> dict[str, Any]:
-        return vend_credentials(
-            url,
-            self._location(url),
-            access,
-            principal=principal,
-            settings=self._vending(),
-            storage_options=self._settings.storage_options,
-            now_ms=_now_ms(),
-        )
-
-    def uc_table_credentials(
-        self, token: str | None, table_id: str, operation: str
-    ) -> dict[str, Any]:
-        """Temporary credentials for table (or staging table) ``table_id``:
-        ``operation`` ``READ`` needs READ, ``READ_WRITE`` WRITE."""
-        access = _access(operation)
-        with self._lock:
-            principal = self._who(token)
-            entry = self._entry_by_id(table_id)
-            if entry is None:
-                staging = self._ns.staging.get(table_id)
-                if staging is None:
-                    raise TableNotFoundError(f"no table with id {table_id!r}")
-                if principal != staging["created_by"]:
-                    self._auth.require_on(principal, Securable.metastore(), [Privilege.OWN])
-                location = str(staging["location"])
-            else:
-                needed = Privilege.READ if access is AccessLevel.READ else Privilege.WRITE
-                self._auth.require(principal, entry.name, [needed])
-                self._refuse_if_overlapping(entry.name)
-                location = entry.location
-        return self._vend(principal, location, access)
-
-    def uc_table_credentials_by_name(
-        self, token: str | None, full_name: str, operation: str
-    ) -> dict[str, Any]:
-        """:meth:`uc_table_credentials` for the table named ``full_name``."""
-        access = _access(operation)
-        with self._lock:
-            principal = self._who(token)
-            entry = self._store.lookup(full_name)
-            if entry is None:
-                raise TableNotFoundError(f"table {full_name!r} does not exist")
-            needed = Privilege.READ if access is AccessLevel.READ else Privilege.WRITE
-            self._auth.require(principal, full_name, [needed])
-            self._refuse_if_overlapping(full_name)
-        return self._vend(principal, entry.location, access)
-
-    def uc_path_credentials(self, token: str | None, url: str, operation: str) -> dict[str, Any]:
-        """Temporary credentials for the path ``url`` (``operation`` as in
-        :meth:`uc_path_access`; creating a table there gets write access)."""
-        with self._lock:
-            principal = self._who(token)
-            self._path_access(principal, url, operation)
-        access = AccessLevel.READ if operation == "read" else AccessLevel.READ_WRITE
-        return self._vend(principal, url, access)
-
-
-def _access(operation: str) -> AccessLevel:
-    if operation == "READ":
-        return AccessLevel.READ
-    if operation == "READ_WRITE":
-        return AccessLevel.READ_WRITE
-    raise InvalidArgumentError(f"operation must be READ or READ_WRITE, got {operation!r}")
-
 
 __all__ = [
     "MANAGED_ROOT",
     "PATH_OPERATIONS",
-    "CatalogLocationMethods",
+    "CatalogLocations",
     "ExternalLocationAlreadyExistsError",
     "ExternalLocationNotFoundError",
+    "LocationComparison",
 ]

@@ -10,7 +10,7 @@ table: version, queue depth, commits/s over the last minute, conflicts,
 restarts, node; ``--json`` prints the documents as one JSON list.
 
 Every running ``Catalog`` actor is asked for its
-:meth:`~raydelta.actors.catalog.locations.CatalogLocationMethods.location_report`:
+:meth:`~raydelta.actors.catalog.locations.CatalogLocations.location_report`:
 tables registered under older rules whose locations overlap another one's
 (no credentials are vended for them until an admin drops one). They follow
 the table rows as a second table (catalog, table, location, relation, the

@@ -5,8 +5,10 @@
 >>> server.url                                                # doctest: +SKIP
 'http://127.0.0.1:8080'
 
-See :mod:`raydelta.uc.server` (the application and its lifecycle) and the
-route modules (namespaces, tables, credentials, commits).
+See :mod:`raydelta.uc.server` (the application and its lifecycle),
+:mod:`raydelta.uc.client` (the typed client of the catalog's Unity Catalog
+service the routes call) and the route modules (namespaces, tables,
+credentials, commits, the Delta REST API, external locations).
 """
 
 from __future__ import annotations

@@ -22,9 +22,10 @@ from raydelta.actors.catalog.locations import (
     ExternalLocationAlreadyExistsError,
     ExternalLocationNotFoundError,
 )
-from raydelta.actors.catalog.unity import NamespaceAlreadyExistsError, NamespaceNotFoundError
-from raydelta.actors.catalog.unity_commits import (
+from raydelta.actors.catalog.unity.errors import (
     CommitVersionConflictError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotFoundError,
     UpdateRequirementConflictError,
 )
 from raydelta.protocol.errors import (

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from raydelta.uc.errors import UCError
 from raydelta.uc.routes_namespaces import required
-from raydelta.uc.server import API_PREFIX, body_of, call, respond
+from raydelta.uc.server import API_PREFIX, body_of, respond, unity
 
 
 def _version(value: Any, key: str, *, optional: bool = False) -> int | None:
@@ -46,15 +46,11 @@ async def get_commits(request: web.Request) -> web.Response:
     end = _version(merged.get("end_version"), "end_version", optional=True)
     if end is not None and start is not None and end < start:
         raise UCError("INVALID_ARGUMENT", f"end_version {end} is before start_version {start}")
-    answer = await call(
-        request,
-        "uc_get_commits",
-        str(required(merged, "table_id")),
-        str(required(merged, "table_uri")),
-        start,
-        end,
+    assert start is not None  # not optional
+    answer = await unity(request).get_commits(
+        str(required(merged, "table_id")), str(required(merged, "table_uri")), start, end
     )
-    return respond(answer)
+    return respond(answer.model_dump(mode="json"))
 
 
 async def commit(request: web.Request) -> web.Response:
@@ -69,15 +65,10 @@ async def commit(request: web.Request) -> web.Response:
         raise UCError("INVALID_ARGUMENT", "a commit needs commit_info or latest_backfilled_version")
     if info is not None:
         info = {**info, "version": _version(info.get("version"), "commit_info.version")}
-    answer = await call(
-        request,
-        "uc_commit",
-        str(required(body, "table_id")),
-        str(required(body, "table_uri")),
-        info,
-        backfilled,
+    await unity(request).commit(
+        str(required(body, "table_id")), str(required(body, "table_uri")), info, backfilled
     )
-    return respond(answer)
+    return respond({})
 
 
 def add_routes(routes: web.RouteTableDef) -> None:

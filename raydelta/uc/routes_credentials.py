@@ -1,7 +1,8 @@
 """Unity Catalog's temporary credentials: ``POST /temporary-table-credentials``
 and ``POST /temporary-path-credentials``.
 
-Each is one catalog actor call (:mod:`raydelta.actors.catalog.locations`),
+Each is one call of the catalog's credential service
+(:mod:`raydelta.actors.catalog.credentials`),
 which checks the privilege the operation needs and then vends: for
 ``s3://``/``s3a://`` locations short-lived STS credentials scoped to the
 table's (or the path's) prefix, read-only for ``READ``/``PATH_READ``, with
@@ -20,10 +21,11 @@ from typing import Any
 
 from aiohttp import web
 
+from raydelta.protocol.unity_catalog import TemporaryCredentials
 from raydelta.uc.errors import UCError
 from raydelta.uc.routes_namespaces import required
-from raydelta.uc.routes_tables import _location_url, normalize_location
-from raydelta.uc.server import API_PREFIX, body_of, call, respond
+from raydelta.uc.routes_tables import normalize_location
+from raydelta.uc.server import API_PREFIX, body_of, location_url, respond, unity
 
 TABLE_OPERATIONS = {"READ": "READ", "READ_WRITE": "READ_WRITE"}
 PATH_OPERATIONS = {"PATH_READ": "read", "PATH_READ_WRITE": "write", "PATH_CREATE_TABLE": "create"}
@@ -38,18 +40,18 @@ def _operation(body: dict[str, Any], known: dict[str, str]) -> str:
     return known[operation]
 
 
-def temporary_credentials(vended: dict[str, Any]) -> dict[str, Any]:
-    """Unity Catalog's ``TemporaryCredentials`` of what the actor vended."""
-    answer = dict(vended)
-    answer["url"] = _location_url(answer["url"])
-    return answer
+def temporary_credentials(vended: TemporaryCredentials) -> dict[str, Any]:
+    """Unity Catalog's ``TemporaryCredentials`` JSON of what the service vended
+    (no cloud credential: the key left out)."""
+    spelled = vended.model_copy(update={"url": location_url(vended.url)})
+    return spelled.model_dump(mode="json", exclude_none=True)
 
 
 async def table_credentials(request: web.Request) -> web.Response:
     body = await body_of(request)
     operation = _operation(body, TABLE_OPERATIONS)
     table_id = str(required(body, "table_id"))
-    vended = await call(request, "uc_table_credentials", table_id, operation)
+    vended = await unity(request).table_credentials(table_id, operation)
     return respond(temporary_credentials(vended))
 
 
@@ -57,7 +59,9 @@ async def path_credentials(request: web.Request) -> web.Response:
     body = await body_of(request)
     operation = _operation(body, PATH_OPERATIONS)
     url = normalize_location(required(body, "url"))
-    vended = await call(request, "uc_path_credentials", url, operation)
+    if url is None:
+        raise UCError("INVALID_ARGUMENT", "url is required")
+    vended = await unity(request).path_credentials(url, operation)
     return respond(temporary_credentials(vended))
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
+from raydelta.actors.catalog.unity.tables import UC_TABLE_ID_PROPERTY
 from raydelta.actors.table.client import new_table_actions
 from raydelta.protocol.schema import parse_schema
 from raydelta.protocol.table_features import (
@@ -39,13 +40,13 @@ from raydelta.protocol.table_features import (
     VACUUM_PROTOCOL_CHECK,
 )
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.protocol.unity_catalog import LoadedTable, TemporaryCredentials
 from raydelta.uc.errors import UCError
-from raydelta.uc.routes_tables import _location_url, normalize_location
-from raydelta.uc.server import API_PREFIX, body_of, call, respond
+from raydelta.uc.routes_tables import normalize_location
+from raydelta.uc.server import API_PREFIX, body_of, location_url, respond, unity
 
 DELTA_PREFIX = f"{API_PREFIX}/delta/v1"
 TABLES = "/catalogs/{catalog}/schemas/{schema}/tables"
-UC_TABLE_ID_PROPERTY = "io.unitycatalog.tableId"
 
 ENDPOINTS = (
     "POST /v1/catalogs/{catalog}/schemas/{schema}/staging-tables",
@@ -81,40 +82,36 @@ def _full_name(request: web.Request, table: str | None = None) -> str:
     return f"{info['catalog']}.{info['schema']}.{table or info['table']}"
 
 
-def _uuid(table_id: str) -> str:
-    return table_id
-
-
-def load_response(loaded: dict[str, Any]) -> dict[str, Any]:
-    """``DeltaLoadTableResponse`` of what ``uc_load_table`` returned."""
-    described = loaded["described"]
-    schema = json.loads(described["schema_string"]) if described.get("schema_string") else None
+def load_response(loaded: LoadedTable) -> dict[str, Any]:
+    """``DeltaLoadTableResponse`` of what the service loaded (kebab-case keys)."""
+    table = loaded.table
+    schema = json.loads(loaded.schema_string) if loaded.schema_string else None
     metadata: dict[str, Any] = {
-        "etag": loaded["etag"],
-        "table-type": described["table_type"],
-        "table-uuid": _uuid(described["table_id"]),
-        "location": _location_url(described["storage_location"]),
-        "created-time": described.get("created_at"),
-        "updated-time": described.get("updated_at"),
+        "etag": loaded.etag,
+        "table-type": table.table_type,
+        "table-uuid": table.table_id,
+        "location": location_url(table.storage_location or ""),
+        "created-time": table.created_at,
+        "updated-time": table.updated_at,
         "columns": schema or {"type": "struct", "fields": []},
-        "partition-columns": described.get("partition_columns") or [],
-        "properties": described.get("properties") or {},
+        "partition-columns": list(loaded.partition_columns),
+        "properties": table.properties,
     }
     answer: dict[str, Any] = {
         "metadata": metadata,
         "commits": [
             {
-                "version": c["version"],
-                "timestamp": c["timestamp"],
-                "file-name": c["file_name"],
-                "file-size": c["file_size"],
-                "file-modification-timestamp": c["file_modification_timestamp"],
+                "version": c.version,
+                "timestamp": c.timestamp,
+                "file-name": c.file_name,
+                "file-size": c.file_size,
+                "file-modification-timestamp": c.file_modification_timestamp,
             }
-            for c in loaded["commits"]
+            for c in loaded.commits
         ],
     }
-    if loaded.get("latest_table_version") is not None:
-        answer["latest-table-version"] = loaded["latest_table_version"]
+    if loaded.latest_table_version is not None:
+        answer["latest-table-version"] = loaded.latest_table_version
     return answer
 
 
@@ -127,14 +124,14 @@ async def create_staging_table(request: web.Request) -> web.Response:
     name = body.get("name")
     if not name:
         raise UCError("INVALID_ARGUMENT", "name is required")
-    staged = await call(request, "uc_create_staging_table", _full_name(request, str(name)))
-    location = str(staged["staging_location"])
-    vended = await call(request, "uc_table_credentials", staged["id"], "READ_WRITE")
+    client = unity(request)
+    staged = await client.create_staging_table(_full_name(request, str(name)))
+    vended = await client.table_credentials(staged.id, "READ_WRITE")
     return respond(
         {
-            "table-id": staged["id"],
+            "table-id": staged.id,
             "table-type": "MANAGED",
-            "location": _location_url(location),
+            "location": location_url(staged.staging_location),
             "storage-credentials": _storage_credentials(vended, "READ_WRITE"),
             "required-protocol": {
                 "min-reader-version": 3,
@@ -143,7 +140,7 @@ async def create_staging_table(request: web.Request) -> web.Response:
                 "writer-features": [CATALOG_MANAGED, IN_COMMIT_TIMESTAMP, VACUUM_PROTOCOL_CHECK],
             },
             "required-properties": {
-                UC_TABLE_ID_PROPERTY: staged["id"],
+                UC_TABLE_ID_PROPERTY: staged.id,
                 ENABLE_IN_COMMIT_TIMESTAMPS: "true",
             },
             "suggested-properties": {},
@@ -169,9 +166,8 @@ async def create_table(request: web.Request) -> web.Response:
             properties=config,
             description=body.get("comment"),
         )
-    await call(
-        request,
-        "uc_create_table",
+    client = unity(request)
+    await client.create_table(
         full,
         table_type=table_type,
         data_source_format="DELTA",
@@ -181,20 +177,20 @@ async def create_table(request: web.Request) -> web.Response:
         columns=[],
         new_table=new_table,
     )
-    return respond(load_response(await call(request, "uc_load_table", full)))
+    return respond(load_response(await client.load_table(full)))
 
 
 async def load_table(request: web.Request) -> web.Response:
-    return respond(load_response(await call(request, "uc_load_table", _full_name(request))))
+    return respond(load_response(await unity(request).load_table(_full_name(request))))
 
 
 async def table_exists(request: web.Request) -> web.Response:
-    await call(request, "uc_get_table", _full_name(request))
+    await unity(request).get_table(_full_name(request))
     return web.Response(status=204)
 
 
 async def delete_table(request: web.Request) -> web.Response:
-    await call(request, "uc_delete_table", _full_name(request))
+    await unity(request).delete_table(_full_name(request))
     return web.Response(status=204)
 
 
@@ -240,9 +236,7 @@ async def update_table(request: web.Request) -> web.Response:
         raise UCError("INVALID_ARGUMENT", "add-commit needs an integer commit version")
     if backfilled is not None and (not isinstance(backfilled, int) or backfilled < 0):
         raise UCError("INVALID_ARGUMENT", "latest-published-version must be a version")
-    loaded = await call(
-        request,
-        "uc_update_table",
+    loaded = await unity(request).update_table(
         full,
         table_uuid=table_uuid,
         etag=etag,
@@ -266,35 +260,35 @@ def _operation(request: web.Request, key: str = "operation") -> str:
     return operation
 
 
-def _storage_credentials(vended: dict[str, Any], operation: str) -> list[dict[str, Any]]:
-    """The Delta API's ``storage-credentials`` of what the actor vended."""
+def _storage_credentials(vended: TemporaryCredentials, operation: str) -> list[dict[str, Any]]:
+    """The Delta API's ``storage-credentials`` of what the service vended."""
     config: dict[str, str] = {}
-    aws = vended.get("aws_temp_credentials")
+    aws = vended.aws_temp_credentials
     if aws:
         config = {
-            "s3.access-key-id": aws["access_key_id"],
-            "s3.secret-access-key": aws["secret_access_key"],
-            "s3.session-token": aws["session_token"],
+            "s3.access-key-id": aws.access_key_id,
+            "s3.secret-access-key": aws.secret_access_key,
+            "s3.session-token": aws.session_token,
         }
     return [
         {
-            "prefix": _location_url(vended["url"]),
+            "prefix": location_url(vended.url),
             "operation": operation,
             "config": config,
-            "expiration-time-ms": vended["expiration_time"],
+            "expiration-time-ms": vended.expiration_time,
         }
     ]
 
 
 async def table_credentials(request: web.Request) -> web.Response:
     operation = _operation(request)
-    vended = await call(request, "uc_table_credentials_by_name", _full_name(request), operation)
+    vended = await unity(request).table_credentials_by_name(_full_name(request), operation)
     return respond({"storage-credentials": _storage_credentials(vended, operation)})
 
 
 async def staging_credentials(request: web.Request) -> web.Response:
     table_id = request.match_info["table_id"]
-    vended = await call(request, "uc_table_credentials", table_id, "READ_WRITE")
+    vended = await unity(request).table_credentials(table_id, "READ_WRITE")
     return respond({"storage-credentials": _storage_credentials(vended, "READ_WRITE")})
 
 
@@ -304,7 +298,7 @@ async def path_credentials(request: web.Request) -> web.Response:
     if url is None:
         raise UCError("INVALID_ARGUMENT", "location is required")
     path_operation = "read" if operation == "READ" else "write"
-    vended = await call(request, "uc_path_credentials", url, path_operation)
+    vended = await unity(request).path_credentials(url, path_operation)
     return respond({"storage-credentials": _storage_credentials(vended, operation)})
 
 

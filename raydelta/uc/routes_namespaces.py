@@ -3,7 +3,9 @@
 ``GET /metastore_summary``; ``POST/GET /catalogs``, ``GET/PATCH/DELETE
 /catalogs/{name}``; ``POST/GET /schemas``, ``GET/PATCH/DELETE
 /schemas/{full_name}``. Lists page with ``max_results``/``page_token``
-(:func:`page`). Invariant: each handler is one catalog actor call.
+(:func:`page`). Invariant: each handler is one call of the catalog's Unity
+Catalog service (:func:`raydelta.uc.server.unity`); its replies are sent as
+they dump (``null`` kept).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
+from raydelta.protocol.unity_catalog import ListCatalogsResponse, ListSchemasResponse
 from raydelta.uc.errors import UCError
-from raydelta.uc.server import API_PREFIX, body_of, call, call_plain, respond
+from raydelta.uc.server import API_PREFIX, body_of, respond, unity
 
 MAX_PAGE = 1000
 """The server's page size when a list request asks for 0 (or more)."""
@@ -51,76 +54,83 @@ def flag(request: web.Request, key: str) -> bool:
 
 
 async def metastore_summary(request: web.Request) -> web.Response:
-    return respond({"metastore_id": await call_plain(request, "uc_metastore_id")})
+    return respond((await unity(request).metastore_summary()).model_dump(mode="json"))
 
 
 async def create_catalog(request: web.Request) -> web.Response:
     body = await body_of(request)
-    info = await call(
-        request,
-        "uc_create_catalog",
-        required(body, "name"),
-        body.get("comment"),
-        body.get("properties") or {},
+    info = await unity(request).create_catalog(
+        required(body, "name"), body.get("comment"), body.get("properties") or {}
     )
-    return respond(info)
+    return respond(info.model_dump(mode="json"))
 
 
 async def list_catalogs(request: web.Request) -> web.Response:
-    items, following = page(await call(request, "uc_catalogs"), request)
-    return respond({"catalogs": items, "next_page_token": following})
+    items, following = page(await unity(request).catalogs(), request)
+    listed = ListCatalogsResponse(catalogs=tuple(items), next_page_token=following)
+    return respond(listed.model_dump(mode="json"))
 
 
 async def get_catalog(request: web.Request) -> web.Response:
-    (info,) = await call(request, "uc_catalogs", request.match_info["name"])
-    return respond(info)
+    info = await unity(request).catalog(request.match_info["name"])
+    return respond(info.model_dump(mode="json"))
 
 
 async def update_catalog(request: web.Request) -> web.Response:
     body = await body_of(request)
-    return respond(await call(request, "uc_update_catalog", request.match_info["name"], body))
+    info = await unity(request).update_catalog(
+        request.match_info["name"],
+        comment=body.get("comment"),
+        properties=body.get("properties"),
+        new_name=body.get("new_name"),
+    )
+    return respond(info.model_dump(mode="json"))
 
 
 async def delete_catalog(request: web.Request) -> web.Response:
-    await call(request, "uc_delete_catalog", request.match_info["name"], flag(request, "force"))
+    await unity(request).delete_catalog(request.match_info["name"], force=flag(request, "force"))
     return respond({})
 
 
 async def create_schema(request: web.Request) -> web.Response:
     body = await body_of(request)
-    info = await call(
-        request,
-        "uc_create_schema",
+    info = await unity(request).create_schema(
         required(body, "catalog_name"),
         required(body, "name"),
         body.get("comment"),
         body.get("properties") or {},
     )
-    return respond(info)
+    return respond(info.model_dump(mode="json"))
 
 
 async def list_schemas(request: web.Request) -> web.Response:
     catalog = request.query.get("catalog_name")
     if not catalog:
         raise UCError("INVALID_ARGUMENT", "catalog_name is required")
-    items, following = page(await call(request, "uc_schemas", catalog), request)
-    return respond({"schemas": items, "next_page_token": following})
+    items, following = page(await unity(request).schemas(catalog), request)
+    listed = ListSchemasResponse(schemas=tuple(items), next_page_token=following)
+    return respond(listed.model_dump(mode="json"))
 
 
 async def get_schema(request: web.Request) -> web.Response:
-    (info,) = await call(request, "uc_schemas", None, request.match_info["full_name"])
-    return respond(info)
+    info = await unity(request).schema(request.match_info["full_name"])
+    return respond(info.model_dump(mode="json"))
 
 
 async def update_schema(request: web.Request) -> web.Response:
     body = await body_of(request)
-    full_name = request.match_info["full_name"]
-    return respond(await call(request, "uc_update_schema", full_name, body))
+    info = await unity(request).update_schema(
+        request.match_info["full_name"],
+        comment=body.get("comment"),
+        properties=body.get("properties"),
+        new_name=body.get("new_name"),
+    )
+    return respond(info.model_dump(mode="json"))
 
 
 async def delete_schema(request: web.Request) -> web.Response:
     full_name = request.match_info["full_name"]
-    await call(request, "uc_delete_schema", full_name, flag(request, "force"))
+    await unity(request).delete_schema(full_name, force=flag(request, "force"))
     return respond({})
 
 

@@ -20,48 +20,23 @@ from typing import Any
 from aiohttp import web
 
 from raydelta.actors.table.client import new_table_actions
-from raydelta.protocol.locations import file_url
 from raydelta.protocol.schema import parse_schema
 from raydelta.protocol.table_properties import ENABLE_IN_COMMIT_TIMESTAMPS
+from raydelta.protocol.unity_catalog import ColumnInfo, ListTablesResponse, TableInfo
+from raydelta.protocol.unity_columns import schema_from_columns
 from raydelta.storage.table_location import normalize_uri
-from raydelta.uc.columns import columns_from_schema, schema_from_columns
 from raydelta.uc.errors import UCError
 from raydelta.uc.routes_namespaces import page, required
-from raydelta.uc.server import API_PREFIX, body_of, call, respond
-
-TABLE_INFO_KEYS = (
-    "name",
-    "catalog_name",
-    "schema_name",
-    "table_type",
-    "data_source_format",
-    "columns",
-    "storage_location",
-    "comment",
-    "properties",
-    "owner",
-    "created_at",
-    "created_by",
-    "updated_at",
-    "updated_by",
-    "table_id",
-)
+from raydelta.uc.server import API_PREFIX, body_of, location_url, respond, unity
 
 
-def table_info(described: dict[str, Any]) -> dict[str, Any]:
-    """Unity Catalog's ``TableInfo`` of what the actor described."""
-    info = {k: described.get(k) for k in TABLE_INFO_KEYS}
-    if described.get("schema_string"):
-        info["columns"] = columns_from_schema(
-            described["schema_string"], described.get("partition_columns") or ()
-        )
-    info["storage_location"] = _location_url(info["storage_location"])
-    return {k: v for k, v in info.items() if v is not None}
-
-
-def _location_url(location: str | None) -> str | None:
-    """Local locations as ``file:///path`` (what Spark and Hadoop expect)."""
-    return file_url(location) if location else location
+def table_info(described: TableInfo) -> TableInfo:
+    """``described`` as the REST API answers it (its location spelled for Spark)."""
+    if described.storage_location is None:
+        return described
+    return described.model_copy(
+        update={"storage_location": location_url(described.storage_location)}
+    )
 
 
 def normalize_location(location: Any) -> str | None:
@@ -72,12 +47,20 @@ def normalize_location(location: Any) -> str | None:
     return normalize_uri(location)
 
 
+def columns_of(body: dict[str, Any]) -> list[ColumnInfo]:
+    """The request's ``columns``, each a ``ColumnInfo`` object (its keys kept as given)."""
+    columns = list(body.get("columns") or [])
+    if not all(isinstance(c, dict) for c in columns):
+        raise UCError("INVALID_ARGUMENT", "columns must be a list of ColumnInfo objects")
+    return [ColumnInfo.model_validate(c) for c in columns]
+
+
 async def create_staging_table(request: web.Request) -> web.Response:
     body = await body_of(request)
     full = ".".join(str(required(body, k)) for k in ("catalog_name", "schema_name", "name"))
-    staged = await call(request, "uc_create_staging_table", full)
-    staged["staging_location"] = _location_url(staged["staging_location"])
-    return respond(staged)
+    staged = await unity(request).create_staging_table(full)
+    spelled = staged.model_copy(update={"staging_location": location_url(staged.staging_location)})
+    return respond(spelled.model_dump(mode="json"))
 
 
 async def create_table(request: web.Request) -> web.Response:
@@ -91,7 +74,7 @@ async def create_table(request: web.Request) -> web.Response:
             f"data_source_format {data_source_format} is not supported: this catalog "
             "serves Delta tables",
         )
-    columns = list(body.get("columns") or [])
+    columns = columns_of(body)
     properties = {str(k): str(v) for k, v in (body.get("properties") or {}).items()}
     new_table = None
     if table_type == "MANAGED" and columns:
@@ -103,9 +86,7 @@ async def create_table(request: web.Request) -> web.Response:
             properties=config,
             description=body.get("comment"),
         )
-    described = await call(
-        request,
-        "uc_create_table",
+    described = await unity(request).create_table(
         full,
         table_type=table_type,
         data_source_format=data_source_format,
@@ -115,7 +96,7 @@ async def create_table(request: web.Request) -> web.Response:
         columns=columns,
         new_table=new_table,
     )
-    return respond(table_info(described))
+    return respond(table_info(described).model_dump(mode="json"))
 
 
 async def list_tables(request: web.Request) -> web.Response:
@@ -123,18 +104,21 @@ async def list_tables(request: web.Request) -> web.Response:
     schema = request.query.get("schema_name")
     if not catalog or not schema:
         raise UCError("INVALID_ARGUMENT", "catalog_name and schema_name are required")
-    described = await call(request, "uc_list_tables", catalog, schema)
-    items, following = page(sorted(described, key=lambda d: d["name"]), request)
-    return respond({"tables": [table_info(d) for d in items], "next_page_token": following})
+    described = await unity(request).list_tables(catalog, schema)
+    items, following = page(sorted(described, key=lambda d: d.name), request)
+    listed = ListTablesResponse(
+        tables=tuple(table_info(d) for d in items), next_page_token=following
+    )
+    return respond(listed.model_dump(mode="json"))
 
 
 async def get_table(request: web.Request) -> web.Response:
-    described = await call(request, "uc_get_table", request.match_info["full_name"])
-    return respond(table_info(described))
+    described = await unity(request).get_table(request.match_info["full_name"])
+    return respond(table_info(described).model_dump(mode="json"))
 
 
 async def delete_table(request: web.Request) -> web.Response:
-    await call(request, "uc_delete_table", request.match_info["full_name"])
+    await unity(request).delete_table(request.match_info["full_name"])
     return respond({})
 
 
@@ -147,4 +131,4 @@ def add_routes(routes: web.RouteTableDef) -> None:
     routes.delete(f"{p}/tables/{{full_name}}")(delete_table)
 
 
-__all__ = ["add_routes", "table_info"]
+__all__ = ["add_routes", "columns_of", "normalize_location", "table_info"]

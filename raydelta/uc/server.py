@@ -7,10 +7,15 @@ runs it on a background thread and returns a :class:`UCServer` handle
 (``.url``, ``.stop()``).
 
 Invariants:
-- Every request is answered by one call to the catalog actor, made with the
-  request's bearer token (``Authorization: Bearer <token>``, the catalog's
-  principals' tokens): the actor authenticates and judges it, exactly as it
-  does raydelta's own clients, so HTTP adds no second rule set.
+- Every request is answered by one call to the catalog's Unity Catalog
+  service, through its typed client (:func:`unity`,
+  :class:`~raydelta.uc.client.UnityCatalogClient`), made with the request's
+  bearer token (``Authorization: Bearer <token>``, the catalog's principals'
+  tokens): the service authenticates and judges it, exactly as the catalog
+  does raydelta's own clients, so HTTP adds no second rule set. The routes
+  serialise the service's typed replies
+  (:mod:`raydelta.protocol.unity_catalog`), spelling local locations
+  ``file:///path`` (:func:`location_url`).
 - Every failure, an unknown route or method included, is answered with
   Unity Catalog's JSON error (:mod:`raydelta.uc.errors`), never HTML.
 - The server holds no state of its own: stopping and restarting it (or the
@@ -29,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from raydelta.protocol.locations import file_url
+from raydelta.uc.client import UnityCatalogClient
 from raydelta.uc.errors import UCError, error_for
 
 if TYPE_CHECKING:
@@ -54,31 +61,10 @@ def bearer_token(request: web.Request) -> str | None:
     return token.strip()
 
 
-async def call(request: web.Request, method: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``method`` of the catalog actor with the request's token first;
-    an error the actor raised is re-raised as itself."""
-    catalog = request.app[CATALOG_KEY]
-    token = bearer_token(request)
-    ref = getattr(catalog.actor, method).remote(token, *args, **kwargs)
-    return await await_ref(ref)
-
-
-async def call_plain(request: web.Request, method: str, *args: Any) -> Any:
-    """Call ``method`` of the catalog actor (no token argument)."""
-    catalog = request.app[CATALOG_KEY]
-    return await await_ref(getattr(catalog.actor, method).remote(*args))
-
-
-async def await_ref(ref: Any) -> Any:
-    import ray
-
-    try:
-        return await asyncio.wrap_future(ref.future())
-    except ray.exceptions.RayTaskError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, Exception):
-            raise cause from None
-        raise
+def unity(request: web.Request) -> UnityCatalogClient:
+    """The typed client of the catalog's Unity Catalog service, calling as the
+    request's bearer token (:mod:`raydelta.uc.client`)."""
+    return UnityCatalogClient(request.app[CATALOG_KEY].actor, bearer_token(request))
 
 
 async def body_of(request: web.Request) -> dict[str, Any]:
@@ -95,6 +81,12 @@ async def body_of(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise UCError("INVALID_ARGUMENT", "the request body must be a JSON object")
     return body
+
+
+def location_url(location: str) -> str:
+    """A location as Unity Catalog's clients read it: local ones ``file:///path``
+    (what Spark and Hadoop expect)."""
+    return file_url(location) if location else location
 
 
 def respond(document: Any, *, status: int = 200) -> web.Response:
@@ -252,4 +244,4 @@ def serve(catalog: Catalog, *, host: str = "127.0.0.1", port: int = 0) -> UCServ
     return UCServer(host, int(started["port"]), started["runner"], loop, thread)
 
 
-__all__ = ["API_PREFIX", "UCServer", "bearer_token", "create_app", "serve"]
+__all__ = ["API_PREFIX", "UCServer", "bearer_token", "create_app", "location_url", "serve", "unity"]

@@ -25,8 +25,7 @@ import pyarrow as pa
 import pytest
 
 import raydelta
-from raydelta.actors.catalog.actor import CatalogSettings
-from raydelta.actors.catalog.locations import CatalogLocationMethods
+from raydelta.actors.catalog.locations import LocationComparison
 from raydelta.catalog import Catalog
 from raydelta.storage.catalog.ratified_store import SqliteRatifiedStore
 
@@ -88,16 +87,11 @@ def test_overlaps_are_refused_with_authorization_off(
 
 
 def test_case_folding_where_the_file_system_folds_case() -> None:
-    class Locations(CatalogLocationMethods):
-        pass
-
-    folding = Locations()
-    folding._settings = CatalogSettings(root="file:///w/root")
-    folding._folds_case = True
-    assert folding._location("/W/Table") == folding._location("file:///w/TABLE/")
-    folding._folds_case = False
-    assert folding._location("/W/Table") != folding._location("/w/table")
-    assert folding._location("s3://b/T") != folding._location("s3://b/t")  # S3 keys keep case
+    folding = LocationComparison("file:///w/root", folds_case=True)
+    assert folding.location("/W/Table") == folding.location("file:///w/TABLE/")
+    folding = LocationComparison("file:///w/root", folds_case=False)
+    assert folding.location("/W/Table") != folding.location("/w/table")
+    assert folding.location("s3://b/T") != folding.location("s3://b/t")  # S3 keys keep case
 
 
 def test_overlapping_tables_found_at_start(ray_cluster: Any, tmp_path: Path) -> None:

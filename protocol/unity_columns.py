@@ -13,6 +13,8 @@ Invariants:
 - A column given without ``type_json`` is read from ``type_text`` or
   ``type_name`` (primitives, decimals); anything else is refused with
   :class:`~raydelta.protocol.errors.InvalidArgumentError` naming the column.
+- A derived :class:`~raydelta.protocol.unity_catalog.ColumnInfo` is given
+  only the keys that have a value (Unity Catalog leaves the rest out).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from raydelta.protocol.errors import InvalidArgumentError
+from raydelta.protocol.unity_catalog import ColumnInfo
 
 _TYPE_NAMES = {
     "boolean": "BOOLEAN",
@@ -86,7 +89,7 @@ def _type_name(dtype: Any) -> tuple[str, int | None, int | None]:
 
 def columns_from_schema(
     schema_string: str, partition_columns: Sequence[str] = ()
-) -> list[dict[str, Any]]:
+) -> tuple[ColumnInfo, ...]:
     """The ``ColumnInfo`` list of a Delta ``schemaString``."""
     schema = json.loads(schema_string)
     columns = []
@@ -108,11 +111,12 @@ def columns_from_schema(
             column["comment"] = comment
         if field["name"] in partition_columns:
             column["partition_index"] = list(partition_columns).index(field["name"])
-        columns.append(column)
-    return columns
+        columns.append(ColumnInfo(**column))
+    return tuple(columns)
 
 
-def _field_from_column(column: dict[str, Any]) -> dict[str, Any]:
+def _field_from_column(info: ColumnInfo) -> dict[str, Any]:
+    column = info.model_dump()
     name = column.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"a column needs a name, got {column!r}")
@@ -153,21 +157,21 @@ def _field_from_column(column: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def schema_from_columns(columns: Sequence[dict[str, Any]]) -> tuple[str, list[str]]:
-    """A Delta ``schemaString`` and partition columns from ``ColumnInfo`` dicts."""
+def schema_from_columns(columns: Sequence[ColumnInfo]) -> tuple[str, list[str]]:
+    """A Delta ``schemaString`` and partition columns from ``ColumnInfo`` models."""
     if not columns:
         raise InvalidArgumentError("a managed table needs at least one column")
     ordered = sorted(
         enumerate(columns),
-        key=lambda item: (item[1].get("position") is None, item[1].get("position"), item[0]),
+        key=lambda item: (item[1].position is None, item[1].position or 0, item[0]),
     )
     fields = [_field_from_column(c) for _, c in ordered]
     partitioned = sorted(
-        (c for c in columns if c.get("partition_index") is not None),
-        key=lambda c: c["partition_index"],
+        (c for c in columns if c.partition_index is not None),
+        key=lambda c: c.partition_index or 0,
     )
     schema = {"type": "struct", "fields": fields}
-    return json.dumps(schema, separators=(",", ":")), [str(c["name"]) for c in partitioned]
+    return json.dumps(schema, separators=(",", ":")), [str(c.name) for c in partitioned]
 
 
 __all__ = ["catalog_string", "columns_from_schema", "schema_from_columns"]

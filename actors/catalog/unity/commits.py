@@ -1,10 +1,13 @@
-"""Unity Catalog's commit protocol on the ``Catalog`` actor (both of its APIs).
+"""Unity Catalog's commit protocol, both of its APIs: :class:`UnityCommitService`.
 
 delta-storage's clients commit a catalog-managed table by writing
 ``_delta_log/_staged_commits/<v>.<uuid>.json`` and naming it to the
-catalog: the legacy API (``/delta/preview/commits``, by table id and URI)
+catalog: the legacy API (``/delta/preview/commits``, by table id and URI:
+:meth:`UnityCommitService.get_commits`, :meth:`UnityCommitService.commit`)
 and the Delta REST API (``/delta/v1/.../tables/{t}``, by name, with an
-``add-commit`` update). Both land in :meth:`UnityCommitMethods._uc_commit_entry`.
+``add-commit`` update: :meth:`UnityCommitService.load_table`,
+:meth:`UnityCommitService.update_table`). Both land in
+:meth:`UnityCommitService._judge`.
 
 Invariants:
 - A commit is ratified *exactly* as staged, at exactly the version the
@@ -13,11 +16,12 @@ Invariants:
   catalog's publisher write the same bytes to ``<v>.json`` (both
   put-if-absent) and never disagree.
 - At most once: a version already taken is a conflict
-  (:class:`CommitVersionConflictError`, HTTP 409) unless it is the same
-  commit again (the same staged file held for that version, or the same
-  bytes already published): then the replay is answered as a success, so a
-  client whose answer was lost (delta-storage's SDK re-sends on 5xx and
-  broken connections) never commits twice.
+  (:class:`~raydelta.actors.catalog.unity.errors.CommitVersionConflictError`,
+  HTTP 409) unless it is the same commit again (the same staged file held
+  for that version, or the same bytes already published, or the same
+  ``txnId``): then the replay is answered as a success, so a client whose
+  answer was lost (delta-storage's SDK re-sends on 5xx and broken
+  connections) never commits twice.
 - Durable before the reply: the answer waits for the group commit that
   holds the ratification.
 - Judged by content: the staged file's actions decide the privileges
@@ -26,7 +30,7 @@ Invariants:
 - Unbackfilled commits are listed with their staged file (name, size,
   modification time, in-commit timestamp). Inline commits (raydelta's own
   clients) get a staged file when first listed, holding exactly the bytes
-  the publisher writes to ``<v>.json`` (:meth:`UnityCommitMethods._stage_inline`),
+  the publisher writes to ``<v>.json`` (:meth:`UnityCommitService._stage_inline`),
   so listings never wait for publishing and a client's backfill from it
   agrees with the publisher.
 """
@@ -34,14 +38,23 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from raydelta.actors.catalog.auth import Authorizer
+from raydelta.actors.catalog.group_commit import Ticket
+from raydelta.actors.catalog.managed import ManagedTables
+from raydelta.actors.catalog.tables import ManagedTableCoordinator
+from raydelta.actors.catalog.unity.errors import (
+    CommitVersionConflictError,
+    UpdateRequirementConflictError,
+)
+from raydelta.actors.catalog.unity.tables import UnityTableService, same_location
 from raydelta.protocol.actions import CommitInfo, parse_actions, serialize_actions
 from raydelta.protocol.catalog_managed import STAGED_PREFIX, RatifiedCommit
 from raydelta.protocol.errors import (
-    DeltaConcurrentModificationException,
     FileAlreadyExistsError,
     InvalidArgumentError,
     TableNotFoundError,
@@ -53,79 +66,32 @@ from raydelta.protocol.file_names import (
     parse_log_file_name,
     staged_commit_name,
 )
-from raydelta.protocol.locations import hadoop_location
 from raydelta.protocol.privileges import Privilege, required_privileges
+from raydelta.protocol.unity_catalog import DeltaCommitInfo, GetCommitsResponse, LoadedTable
 from raydelta.storage.catalog.ratified_store import TableEntry
 
-if TYPE_CHECKING:
-    from raydelta.actors.catalog.actor import CatalogSettings
-    from raydelta.actors.catalog.auth import Authorizer
-    from raydelta.actors.catalog.group_commit import GroupRatifier
-    from raydelta.actors.catalog.publisher import Publisher
-    from raydelta.actors.catalog.tables import ManagedTableCoordinator
-    from raydelta.storage.catalog.ratified_store import RatifiedCommitStore
 
+class UnityCommitService:
+    """Unity Catalog's commits (module docstring). Describes tables through
+    ``describe`` (the tables service: a loaded table carries its description)."""
 
-class CommitVersionConflictError(DeltaConcurrentModificationException):
-    """Unity Catalog's commit-version conflict: the version is taken by another commit."""
+    def __init__(
+        self,
+        *,
+        lock: threading.RLock,
+        auth: Authorizer,
+        tables: ManagedTables,
+        describe: UnityTableService,
+    ) -> None:
+        self._lock = lock
+        self._auth = auth
+        self._tables = tables
+        self._store = tables.store
+        self._describe = describe
 
-
-class UpdateRequirementConflictError(DeltaConcurrentModificationException):
-    """A Delta REST API requirement (``assert-table-uuid``, ``assert-etag``) failed."""
-
-
-def same_location(a: str, b: str) -> bool:
-    """Whether two table URIs name one place (``file:/x`` = ``file:///x``, no trailing /)."""
-    return normalize_location(a) == normalize_location(b)
-
-
-def normalize_location(uri: str) -> str:
-    """``uri`` without a trailing slash, local paths as ``file:/path``
-    (:func:`raydelta.protocol.locations.hadoop_location`)."""
-    return hadoop_location(uri)
-
-
-class UnityCommitMethods:
-    """Mixed into ``CatalogActor`` (through
-    :class:`~raydelta.actors.catalog.unity.UnityCatalogMethods`)."""
-
-    _lock: Any
-    _store: RatifiedCommitStore
-    _auth: Authorizer
-    _settings: CatalogSettings
-    _ratifier: GroupRatifier
-    _publisher: Publisher
-
-    if TYPE_CHECKING:  # the actor's
-
-        def _table(self, name: str) -> ManagedTableCoordinator: ...
-
-        def _who(self, token: str | None) -> str: ...
-
-        def _table_info(self, full_name: str, entry: TableEntry) -> dict[str, Any]: ...
-
-        def _require_publish_capacity(self, table_id: str, name: str) -> None: ...
-
-    _uc_names: dict[str, str] | None = None
-    """Table id -> name, remembered (checked against the store on every use)."""
-
-    def _entry_by_id(self, table_id: str) -> TableEntry | None:
-        if self._uc_names is None:
-            self._uc_names = {}
-        name = self._uc_names.get(table_id)
-        if name is not None:
-            entry: TableEntry | None = self._store.lookup(name)
-            if entry is not None and entry.table_id == table_id:
-                return entry
-        for entry in self._store.list_tables():
-            self._uc_names[entry.table_id] = entry.name
-        name = self._uc_names.get(table_id)
-        found = None if name is None else self._store.lookup(name)
-        return found if found is not None and found.table_id == table_id else None
-
-    def _uc_table(self, token: str | None, table_id: str, table_uri: str) -> tuple[str, TableEntry]:
-        principal = self._who(token)
-        entry = self._entry_by_id(table_id)
+    def _by_id(self, token: str | None, table_id: str, table_uri: str) -> tuple[str, TableEntry]:
+        principal = self._auth.authenticate(token)
+        entry = self._tables.entry_by_id(table_id)
         if entry is None:
             raise TableNotFoundError(f"no table with id {table_id!r}")
         if not same_location(entry.location, table_uri):
@@ -134,9 +100,9 @@ class UnityCommitMethods:
             )
         return principal, entry
 
-    def _uc_named(self, token: str | None, full_name: str) -> tuple[str, TableEntry]:
-        principal = self._who(token)
-        entry: TableEntry | None = self._store.lookup(full_name)
+    def _by_name(self, token: str | None, full_name: str) -> tuple[str, TableEntry]:
+        principal = self._auth.authenticate(token)
+        entry = self._store.lookup(full_name)
         if entry is None:
             raise TableNotFoundError(f"table {full_name!r} does not exist")
         return principal, entry
@@ -151,31 +117,31 @@ class UnityCommitMethods:
 
     # --- listing -----------------------------------------------------------------------
 
-    def uc_get_commits(
+    def get_commits(
         self,
         token: str | None,
         table_id: str,
         table_uri: str,
         start_version: int,
         end_version: int | None,
-    ) -> dict[str, Any]:
+    ) -> GetCommitsResponse:
         """Legacy API: unbackfilled commits in ``[start, end]`` and the latest version."""
         with self._lock:
-            principal, entry = self._uc_table(token, table_id, table_uri)
+            principal, entry = self._by_id(token, table_id, table_uri)
             self._managed_only(entry)
             self._auth.require(principal, entry.name, [Privilege.READ])
         commits, latest = self._unbackfilled(entry, start_version, end_version)
-        return {"commits": commits, "latest_table_version": latest}
+        return GetCommitsResponse(commits=tuple(commits), latest_table_version=latest)
 
     def _unbackfilled(
         self, entry: TableEntry, start_version: int | None, end_version: int | None
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[DeltaCommitInfo], int]:
         """The held (unpublished) commits in the range, described as Unity Catalog
         does, and the latest version. An inline commit (raydelta's own clients)
         is given a staged file first (:meth:`_stage_inline`)."""
         with self._lock:
-            self._ratifier.settle()
-            coordinator = self._table(entry.name)
+            self._tables.ratifier.settle()
+            coordinator = self._tables.table(entry.name)
             held, latest = coordinator.held_commits(start_version, end_version)
             store = coordinator.store
             names = {
@@ -195,13 +161,13 @@ class UnityCommitMethods:
             except FileNotFoundError:
                 size, modified = -1, 0
             commits.append(
-                {
-                    "version": commit.version,
-                    "timestamp": commit.timestamp,
-                    "file_name": name.rsplit("/", 1)[-1],
-                    "file_size": size,
-                    "file_modification_timestamp": modified,
-                }
+                DeltaCommitInfo(
+                    version=commit.version,
+                    timestamp=commit.timestamp,
+                    file_name=name.rsplit("/", 1)[-1],
+                    file_size=size,
+                    file_modification_timestamp=modified,
+                )
             )
         return commits, latest
 
@@ -212,7 +178,7 @@ class UnityCommitMethods:
         from it agrees with the publisher. Named from the table id and version
         (put-if-absent: idempotent); ``_delta_log``-relative name."""
         table_id = coordinator.table_id
-        data = self._publisher.pending_data(table_id, commit.version)
+        data = self._tables.publisher.pending_data(table_id, commit.version)
         if data is None:
             try:
                 data = coordinator.store.read(commit_name(commit.version))
@@ -224,50 +190,52 @@ class UnityCommitMethods:
             coordinator.store.put_if_absent(name, data)
         return name
 
-    def uc_load_table(self, token: str | None, full_name: str) -> dict[str, Any]:
-        """Delta REST API ``loadTable``: the table's description (``described``,
-        as :meth:`uc_get_table` gives it), its etag, its unbackfilled commits
-        newest first and its latest version (READ)."""
+    def load_table(self, token: str | None, full_name: str) -> LoadedTable:
+        """Delta REST API ``loadTable``: the table's description (as
+        :meth:`~raydelta.actors.catalog.unity.tables.UnityTableService.get_table`
+        gives it), its etag, its unbackfilled commits newest first and its
+        latest version (READ)."""
         with self._lock:
-            principal, entry = self._uc_named(token, full_name)
+            principal, entry = self._by_name(token, full_name)
             self._auth.require(principal, full_name, [Privilege.READ])
         return self._loaded(full_name, entry)
 
-    def _loaded(self, full_name: str, entry: TableEntry) -> dict[str, Any]:
-        commits: list[dict[str, Any]] = []
+    def _loaded(self, full_name: str, entry: TableEntry) -> LoadedTable:
+        commits: list[DeltaCommitInfo] = []
         latest = None
         if entry.catalog_managed:
             commits, latest = self._unbackfilled(entry, None, None)
         with self._lock:
-            described = self._table_info(full_name, entry)
-            etag = self.uc_etag(entry)
-        return {
-            "described": described,
-            "etag": etag,
-            "commits": sorted(commits, key=lambda c: -int(c["version"])),
-            "latest_table_version": latest,
-        }
+            described, metadata = self._describe.describe(full_name, entry)
+            etag = self.etag(entry)
+        return LoadedTable(
+            table=described,
+            schema_string=None if metadata is None else metadata.schema_string,
+            partition_columns=() if metadata is None else tuple(metadata.partition_columns),
+            etag=etag,
+            commits=tuple(sorted(commits, key=lambda c: -c.version)),
+            latest_table_version=latest,
+        )
 
     # --- committing --------------------------------------------------------------------
 
-    def uc_commit(
+    def commit(
         self,
         token: str | None,
         table_id: str,
         table_uri: str,
         commit_info: Mapping[str, Any] | None,
         latest_backfilled_version: int | None,
-    ) -> dict[str, Any]:
+    ) -> None:
         """Legacy API: ratify one commit; ``commit_info`` None only reports a
         backfill (checked; nothing else to do: the catalog publishes itself)."""
         with self._lock:
-            principal, entry = self._uc_table(token, table_id, table_uri)
-            ticket = self._uc_commit_entry(principal, entry, commit_info, latest_backfilled_version)
+            principal, entry = self._by_id(token, table_id, table_uri)
+            ticket = self._judge(principal, entry, commit_info, latest_backfilled_version)
         if ticket is not None:
-            self._ratifier.wait(ticket)  # durable before the reply
-        return {}
+            self._tables.ratifier.wait(ticket)  # durable before the reply
 
-    def uc_update_table(
+    def update_table(
         self,
         token: str | None,
         full_name: str,
@@ -276,47 +244,47 @@ class UnityCommitMethods:
         etag: str | None,
         commit_info: Mapping[str, Any] | None,
         latest_backfilled_version: int | None,
-    ) -> dict[str, Any]:
+    ) -> LoadedTable:
         """Delta REST API ``updateTable``: check the requirements, then ratify the
-        ``add-commit`` (if any) as :meth:`uc_commit` does; returns what
-        :meth:`uc_load_table` returns, after the commit."""
+        ``add-commit`` (if any) as :meth:`commit` does; returns what
+        :meth:`load_table` returns, after the commit."""
         with self._lock:
-            principal, entry = self._uc_named(token, full_name)
+            principal, entry = self._by_name(token, full_name)
             if table_uuid is not None and table_uuid != entry.table_id:
                 raise UpdateRequirementConflictError(
                     f"assert-table-uuid failed for {full_name}: expected {table_uuid}, "
                     f"the table is {entry.table_id}"
                 )
-            if etag is not None and etag != self.uc_etag(entry):
+            if etag is not None and etag != self.etag(entry):
                 raise UpdateRequirementConflictError(
                     f"assert-etag failed for {full_name}: the table changed since etag {etag}"
                 )
-            ticket = self._uc_commit_entry(principal, entry, commit_info, latest_backfilled_version)
+            ticket = self._judge(principal, entry, commit_info, latest_backfilled_version)
         if ticket is not None:
-            self._ratifier.wait(ticket)
+            self._tables.ratifier.wait(ticket)
         # the answer describes the table after the commit, in the same call (a
         # principal holding WRITE but not READ is still told what it committed to)
         return self._loaded(full_name, entry)
 
-    def uc_etag(self, entry: TableEntry) -> str:
-        """The table's etag: changes with every ratified version."""
+    def etag(self, entry: TableEntry) -> str:
+        """The table's etag: changes with every ratified version (the lock held)."""
         if not entry.catalog_managed:
             return f"{entry.table_id}:external"
-        self._ratifier.settle()
-        return f"{entry.table_id}:{self._table(entry.name).version}"
+        self._tables.ratifier.settle()
+        return f"{entry.table_id}:{self._tables.table(entry.name).version}"
 
-    def _uc_commit_entry(
+    def _judge(
         self,
         principal: str,
         entry: TableEntry,
         commit_info: Mapping[str, Any] | None,
         latest_backfilled_version: int | None,
-    ) -> Any:
+    ) -> Ticket | None:
         """Under the lock: judge and number one commit; the ratifier ticket to wait
         for (None when nothing new was ratified)."""
         self._managed_only(entry)
-        coordinator = self._table(entry.name)
-        self._ratifier.settle()
+        coordinator = self._tables.table(entry.name)
+        self._tables.ratifier.settle()
         latest = coordinator.version
         if latest_backfilled_version is not None and latest_backfilled_version > latest:
             raise InvalidArgumentError(
@@ -336,7 +304,7 @@ class UnityCommitMethods:
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         txn_id = (info.txn_id if info is not None else None) or f"uc:{path}"
         if version <= latest:
-            if self._is_replay(coordinator, version, path, data, txn_id):
+            if _is_replay(coordinator, version, path, data, txn_id):
                 return None
             raise CommitVersionConflictError(
                 f"version {version} of {entry.name!r} is already committed "
@@ -348,7 +316,7 @@ class UnityCommitMethods:
                 f"commit version {version} of {entry.name!r} skips versions: the next "
                 f"one is {latest + 1}"
             )
-        self._require_publish_capacity(coordinator.table_id, entry.name)
+        self._tables.require_publish_capacity(coordinator.table_id, entry.name)
         won = coordinator.find_committed(txn_id)
         if won is not None:
             raise CommitVersionConflictError(
@@ -356,28 +324,29 @@ class UnityCommitMethods:
                 winning_version=latest,
             )
         coordinator.ratify_exact(version, path, actions, txn_id)
-        return self._ratifier.last
+        last: Ticket | None = self._tables.ratifier.last
+        return last
 
-    def _is_replay(
-        self,
-        coordinator: ManagedTableCoordinator,
-        version: int,
-        path: str,
-        data: bytes,
-        txn_id: str,
-    ) -> bool:
-        """Whether this commit is what version ``version`` already holds: the same
-        staged file, the same bytes published, or the same transaction (its
-        ``txnId``) re-sent in a new file after an answer was lost."""
-        if coordinator.find_committed(txn_id) == version:
-            return True
-        held = [c for c in coordinator.held_commits(version, version)[0] if c.version == version]
-        if held:
-            return held[0].path == path
-        try:
-            return bool(coordinator.store.read(commit_name(version)) == data)
-        except FileNotFoundError:
-            return False
+
+def _is_replay(
+    coordinator: ManagedTableCoordinator,
+    version: int,
+    path: str,
+    data: bytes,
+    txn_id: str,
+) -> bool:
+    """Whether this commit is what version ``version`` already holds: the same
+    staged file, the same bytes published, or the same transaction (its
+    ``txnId``) re-sent in a new file after an answer was lost."""
+    if coordinator.find_committed(txn_id) == version:
+        return True
+    held = [c for c in coordinator.held_commits(version, version)[0] if c.version == version]
+    if held:
+        return held[0].path == path
+    try:
+        return bool(coordinator.store.read(commit_name(version)) == data)
+    except FileNotFoundError:
+        return False
 
 
 def staged_commit_of(commit_info: Mapping[str, Any]) -> tuple[int, str]:
@@ -397,11 +366,4 @@ def staged_commit_of(commit_info: Mapping[str, Any]) -> tuple[int, str]:
     return version, f"{STAGED_PREFIX}{STAGED_COMMITS_DIR}/{file_name}"
 
 
-__all__ = [
-    "CommitVersionConflictError",
-    "UnityCommitMethods",
-    "UpdateRequirementConflictError",
-    "normalize_location",
-    "same_location",
-    "staged_commit_of",
-]
+__all__ = ["UnityCommitService", "staged_commit_of"]
