@@ -291,12 +291,43 @@ def cleanup_metadata(
     if plan.skipped is not None or plan.kept_checkpoint is None:
         return MetadataCleanupReport(**base, skipped=plan.skipped or "nothing to clean up")
 
-    verify_checkpoint(store, plan.kept_checkpoint)
+    return _carry_out(
+        uri,
+        store,
+        plan,
+        plan.kept_checkpoint,
+        listing,
+        base,
+        now=now,
+        dry_run=dry_run,
+        after_delete=after_delete,
+        progress=progress,
+        max_published_version=max_published_version,
+    )
+
+
+def _carry_out(
+    uri: str,
+    store: LogStore,
+    plan: LogCleanupPlan,
+    kept: CheckpointRef,
+    listing: list[LogFile],
+    base: dict[str, Any],
+    *,
+    now: int,
+    dry_run: bool,
+    after_delete: AfterDelete | None,
+    progress: Progress | None,
+    max_published_version: int | None,
+) -> MetadataCleanupReport:
+    """Carry out ``plan``, which keeps the checkpoint ``kept`` (verified first;
+    nothing is deleted on a dry run), and report it."""
+    verify_checkpoint(store, kept)
     if plan.classic_copy_name is not None and not dry_run:
         _write_classic_copy(
             uri,
             store,
-            plan.kept_checkpoint,
+            kept,
             plan.classic_copy_name,
             max_published_version=max_published_version,
         )
