@@ -113,6 +113,8 @@ class Evaluator:
         return function.implementation(self, node)
 
     def column(self, node: exp.Expression) -> Value:
+        if isinstance(node, exp.Dot) and not isinstance(node.this, exp.Column | exp.Dot):
+            return self.field_of(self.value(node.this), node.expression.name)
         path = column_path(node, self.sql)
         current: pa.Array = self._top_level(path[0])
         for depth, part in enumerate(path[1:], start=1):
@@ -125,6 +127,17 @@ class Evaluator:
                 raise self.fail(f"no field {part!r} in column {'.'.join(path[:depth])!r}")
             current = pc.struct_field(current, [index])
         return current
+
+    def field_of(self, value: Value, name: str) -> Value:
+        """Field ``name`` of a struct value (``named_struct('x', 1).x``)."""
+        value = self.array(value)
+        if not pa.types.is_struct(value.type):
+            raise self.fail(f"{value.type} has no field {name!r}")
+        names = [value.type.field(i).name for i in range(value.type.num_fields)]
+        index = _field_index(names, name)
+        if index is None:
+            raise self.fail(f"no field {name!r} in {value.type}")
+        return pc.struct_field(value, [index])
 
     def _top_level(self, name: str) -> pa.Array:
         index = _field_index(self.table.column_names, name)

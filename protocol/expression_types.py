@@ -104,6 +104,8 @@ def cast(value: Value, target: pa.DataType) -> Value:
     if pa.types.is_integer(target) and (
         pa.types.is_floating(source) or pa.types.is_decimal(source)
     ):
+        if pa.types.is_floating(source):
+            _check_integral_range(value, target)
         return pc.cast(
             value,
             options=pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True),
@@ -128,6 +130,8 @@ def java_double_text(value: float, *, float32: bool = False) -> str:
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if not float32 and abs(value) == 5e-324:
+        return "-4.9E-324" if value < 0 else "4.9E-324"  # Java 17's text for Double.MIN_VALUE
     text = _shortest_float32(abs(value)) if float32 else repr(abs(value))
     sign = "-" if value < 0 else ""
     exact = decimal.Decimal(text).normalize()
@@ -139,6 +143,18 @@ def java_double_text(value: float, *, float32: bool = False) -> str:
         return sign + (plain if "." in plain else plain + ".0")
     mantissa = str(digits[0]) + "." + ("".join(map(str, digits[1:])) or "0")
     return f"{sign}{mantissa}E{scientific}"
+
+
+def _check_integral_range(value: pa.Array, target: pa.DataType) -> None:
+    """ANSI: a double outside ``target``'s range (or NaN) does not cast."""
+    bound = 2.0 ** (target.bit_width - 1)
+    truncated = pc.trunc(value)
+    outside = pc.or_(
+        pc.is_nan(value),
+        pc.or_(pc.less(truncated, -bound), pc.greater_equal(truncated, bound)),
+    )
+    if pc.any(outside).as_py():
+        raise pa.ArrowInvalid(f"a value overflows {target} (CAST_OVERFLOW)")
 
 
 _TRUE = frozenset({"t", "true", "y", "yes", "1"})

@@ -123,6 +123,12 @@ def evaluate(
         raise InvalidExpressionError(
             f"cannot evaluate {parsed.sql!r}: {error}", parsed.sql
         ) from error
+    except OverflowError as error:
+        # A date or time outside years 1-9999, which Spark has and Python has not.
+        raise InvalidExpressionError(
+            f"cannot evaluate {parsed.sql!r}: a value is out of raydelta's range ({error})",
+            parsed.sql,
+        ) from error
     return evaluator.array(result)
 
 

@@ -172,10 +172,9 @@ def map_values(ev: Evaluator, node: exp.Anonymous) -> Value:
     return rowwise(lambda m: [v for _, v in m], [value], pa.list_(value.type.item_type))
 
 
-@REGISTRY.function("map_contains_key", anonymous=("map_contains_key",), arity=(2, 2))
-def map_contains_key(ev: Evaluator, node: exp.Anonymous) -> Value:
+@REGISTRY.function("map_contains_key", nodes=(exp.MapContainsKey,))
+def map_contains_key(ev: Evaluator, node: exp.MapContainsKey) -> Value:
     """Whether the map has the key."""
-    container_node, key_node = arguments(node)
-    container = ev.value(container_node)
-    key = cast(ev.value(key_node), container.type.key_type)
+    container = ev.value(node.this)
+    key = cast(ev.value(node.args["key"]), container.type.key_type)
     return rowwise(lambda m, k: any(k == mk for mk, _ in m), [container, key], pa.bool_())

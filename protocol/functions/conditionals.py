@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 REGISTRY = Registry("conditionals")
 
 
-@REGISTRY.function("if", "iff", nodes=(exp.If,))
+@REGISTRY.function("if", nodes=(exp.If,))
 def if_(ev: Evaluator, node: exp.If) -> Value:
     """``if(cond, a, b)``: ``a`` where ``cond`` is true, else ``b``."""
     false = node.args.get("false")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import decimal
+import math
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -146,17 +146,19 @@ def _is_last_day(v: dt.datetime) -> bool:
 
 
 def _months_between(a: dt.datetime, b: dt.datetime, round_off: bool) -> float:
+    """Spark's ``monthsBetween``: whole seconds of the day, 31-day months,
+    ``Math.round(diff * 1e8) / 1e8``."""
     a, b = a.astimezone(UTC), b.astimezone(UTC)
-    months = (a.year * 12 + a.month) - (b.year * 12 + b.month)
+    months = float((a.year * 12 + a.month) - (b.year * 12 + b.month))
     if a.day == b.day or (_is_last_day(a) and _is_last_day(b)):
-        return float(months)
-    seconds_a = a.day * 86400 + a.hour * 3600 + a.minute * 60 + a.second + a.microsecond / 1e6
-    seconds_b = b.day * 86400 + b.hour * 3600 + b.minute * 60 + b.second + b.microsecond / 1e6
-    diff = months + (seconds_a - seconds_b) / (31 * 86400.0)
+        return months
+    seconds_a = a.hour * 3600 + a.minute * 60 + a.second
+    seconds_b = b.hour * 3600 + b.minute * 60 + b.second
+    seconds = (a.day - b.day) * 86400 + seconds_a - seconds_b
+    diff = months + seconds / float(31 * 86400)
     if not round_off:
         return diff
-    exact = decimal.Decimal(repr(diff)).quantize(decimal.Decimal("1e-8"), decimal.ROUND_HALF_UP)
-    return float(exact)
+    return math.floor(diff * 1e8 + 0.5) / 1e8
 
 
 @REGISTRY.function("months_between", nodes=(exp.MonthsBetween,))
@@ -340,7 +342,8 @@ def unix_timestamp(ev: Evaluator, node: exp.StrToUnix) -> Value:
         value = _parse(ev, value, strftime or patterns.DEFAULT, TIMESTAMP)
     elif not pa.types.is_timestamp(value.type):
         value = as_type(ev, node.this, TIMESTAMP)
-    return floor_divide(cast(value, TIMESTAMP).cast(pa.int64()), 1_000_000)
+    # Spark divides the microseconds as Java longs do: toward zero.
+    return pc.divide(cast(value, TIMESTAMP).cast(pa.int64()), 1_000_000)
 
 
 @REGISTRY.function("make_date", anonymous=("make_date",), arity=(3, 3))
@@ -370,19 +373,18 @@ def unix_date(ev: Evaluator, node: exp.UnixDate) -> Value:
     return _date(ev, node.this).cast(pa.int32())
 
 
-@REGISTRY.function(
-    "unix_seconds",
-    "unix_millis",
-    "unix_micros",
-    anonymous=("unix_seconds", "unix_millis", "unix_micros"),
-    arity=(1, 1),
-)
-def unix_units(ev: Evaluator, node: exp.Anonymous) -> Value:
+_UNIX_UNITS: dict[type[exp.Expr], int] = {
+    exp.UnixSeconds: 1_000_000,
+    exp.UnixMillis: 1000,
+    exp.UnixMicros: 1,
+}
+
+
+@REGISTRY.function("unix_seconds", "unix_millis", "unix_micros", nodes=tuple(_UNIX_UNITS))
+def unix_units(ev: Evaluator, node: exp.Expr) -> Value:
     """Seconds, milliseconds or microseconds since the epoch (bigint, floored)."""
-    micros = _timestamp(ev, arguments(node)[0]).cast(pa.int64())
-    divisor = {"unix_seconds": 1_000_000, "unix_millis": 1000, "unix_micros": 1}[
-        str(node.name).lower()
-    ]
+    micros = _timestamp(ev, node.this).cast(pa.int64())
+    divisor = _UNIX_UNITS[type(node)]
     return micros if divisor == 1 else floor_divide(micros, divisor)
 
 

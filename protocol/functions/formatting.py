@@ -81,6 +81,8 @@ def _one(
         if lower != "d" and value < 0 and bits is not None:
             value += 1 << bits
         return str((spec + conversion) % value)
+    if conversion == "f" and isinstance(value, float | decimal.Decimal):
+        return _fixed(flags, width, precision, value)
     if lower in "fe":
         if not isinstance(value, float | int | decimal.Decimal) or isinstance(value, bool):
             raise InvalidExpressionError(f"%{conversion} needs a number in {sql!r}", sql)
@@ -88,6 +90,31 @@ def _one(
             raise InvalidExpressionError(f"%{conversion} needs a fraction type in {sql!r}", sql)
         return str((spec + conversion) % value)
     raise UnsupportedExpressionError(f"format_string conversion %{conversion} in {sql!r}", sql)
+
+
+def _fixed(
+    flags: str, width: str | None, precision: str | None, value: float | decimal.Decimal
+) -> str:
+    """Java's ``%f``: the value's shortest decimal digits rounded half up."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return java_double_text(value)
+    exact = decimal.Decimal(repr(value)) if isinstance(value, float) else value
+    places = int(precision[1:]) if precision else 6
+    with decimal.localcontext() as context:
+        context.prec = 1000
+        rounded = exact.quantize(decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP)
+    text = format(rounded, "f")
+    if not text.startswith("-") and ("+" in flags or " " in flags):
+        text = ("+" if "+" in flags else " ") + text
+    size = int(width) if width else 0
+    if len(text) >= size:
+        return text
+    if "-" in flags:
+        return text.ljust(size)
+    if "0" in flags:
+        sign = text[0] if text[0] in "+- " else ""
+        return sign + text[len(sign) :].rjust(size - len(sign), "0")
+    return text.rjust(size)
 
 
 def _as_text(value: Any) -> str:

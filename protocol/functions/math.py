@@ -79,7 +79,7 @@ def _round_floats(value: Value, scale: int, mode: str) -> Value:
     scaled values; those rows are recomputed exactly."""
     is_float32 = value.type == pa.float32()
     arrow_mode = "half_up" if mode == decimal.ROUND_HALF_UP else "half_to_even"
-    if isinstance(value, pa.Scalar) or abs(scale) > 15 or is_float32:
+    if isinstance(value, pa.Scalar) or not 0 <= scale <= 15 or is_float32:
         return _exact_round(value, scale, mode, is_float32)
     rounded = pc.round(value, ndigits=scale, round_mode=arrow_mode)
     scaled = pc.multiply(value, 10.0**scale)
@@ -293,17 +293,16 @@ def e(ev: Evaluator, node: exp.Anonymous) -> Value:
     return pa.scalar(math.e, pa.float64())
 
 
-@REGISTRY.function("degrees", "radians", anonymous=("degrees", "radians"), arity=(1, 1))
-def degrees_radians(ev: Evaluator, node: exp.Anonymous) -> Value:
-    """Radians to degrees, or degrees to radians."""
-    value = _double(ev, arguments(node)[0])
-    if str(node.name).lower() == "degrees":
+@REGISTRY.function("degrees", "radians", nodes=(exp.Degrees, exp.Radians))
+def degrees_radians(ev: Evaluator, node: exp.Expr) -> Value:
+    """Radians to degrees, or degrees to radians (Java's constants)."""
+    value = _double(ev, node.this)
+    if isinstance(node, exp.Degrees):
         return pc.multiply(value, 180.0 / math.pi)
     return pc.multiply(value, math.pi / 180.0)
 
 
-@REGISTRY.function("atan2", anonymous=("atan2",), arity=(2, 2))
-def atan2(ev: Evaluator, node: exp.Anonymous) -> Value:
+@REGISTRY.function("atan2", nodes=(exp.Atan2,))
+def atan2(ev: Evaluator, node: exp.Atan2) -> Value:
     """``atan2(y, x)``: the angle of the point ``(x, y)``."""
-    y, x = arguments(node)
-    return pc.atan2(_double(ev, y), _double(ev, x))
+    return pc.atan2(_double(ev, node.this), _double(ev, node.expression))

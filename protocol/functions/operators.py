@@ -70,8 +70,7 @@ def bitwise_not(ev: Evaluator, node: exp.BitwiseNot) -> Value:
 def bit_count(ev: Evaluator, node: exp.BitwiseCount) -> Value:
     """The number of bits set (two's complement), as int."""
     (value,) = _integers(ev, node.this)
-    width = value.type.bit_width
-    mask = (1 << width) - 1
+    mask = (1 << 64) - 1  # Spark counts the bits of the value widened to a long
 
     def count(v: int | None) -> int | None:
         return None if v is None else bin(v & mask).count("1")

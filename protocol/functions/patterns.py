@@ -23,7 +23,7 @@ from sqlglot import exp
 from raydelta.protocol.errors import InvalidExpressionError
 from raydelta.protocol.expression_types import Value
 from raydelta.protocol.functions.registry import Registry
-from raydelta.protocol.functions.values import arguments, constant, rowwise
+from raydelta.protocol.functions.values import constant, rowwise
 
 if TYPE_CHECKING:
     from raydelta.protocol.expression_evaluation import Evaluator
@@ -128,6 +128,12 @@ def java_split(text: str, pattern: re.Pattern[str], limit: int) -> list[str]:
     """Java's ``String.split(regex, limit)`` for ``limit != 0``."""
     if text == "":
         return [""]
+    if pattern.pattern == "":
+        # Spark splits on an empty pattern into characters, with no trailing "".
+        chars = list(text)
+        return (
+            chars if limit <= 0 or len(chars) <= limit else [*chars[: limit - 1], text[limit - 1 :]]
+        )
     parts: list[str] = []
     index = 0
     for match in pattern.finditer(text):
@@ -154,11 +160,10 @@ def split(ev: Evaluator, node: exp.RegexpSplit) -> Value:
     return rowwise(lambda t: java_split(t, pattern, bound), [subject], pa.list_(pa.string()))
 
 
-@REGISTRY.function("regexp_count", anonymous=("regexp_count",), arity=(2, 2))
-def regexp_count(ev: Evaluator, node: exp.Anonymous) -> Value:
+@REGISTRY.function("regexp_count", nodes=(exp.RegexpCount,))
+def regexp_count(ev: Evaluator, node: exp.RegexpCount) -> Value:
     """``regexp_count(s, regex)``: the number of matches (int)."""
-    subject, regex = arguments(node)
-    pattern = _compile(ev, regex, "the pattern of regexp_count")
+    pattern = _compile(ev, node.expression, "the pattern of regexp_count")
     if pattern is None:
         return pa.scalar(None, pa.int32())
-    return rowwise(lambda t: len(pattern.findall(t)), [ev.string(subject)], pa.int32())
+    return rowwise(lambda t: len(pattern.findall(t)), [ev.string(node.this)], pa.int32())

@@ -110,12 +110,12 @@ def concat(ev: Evaluator, node: exp.Concat) -> Value:
 def concat_ws(ev: Evaluator, node: exp.ConcatWs) -> Value:
     """``concat_ws(sep, ...)``: the non-NULL arguments joined by ``sep``."""
     separator, *rest = node.expressions
-    sep = ev.array(ev.string(separator))
-    if not rest:
-        return pc.if_else(pc.is_null(sep), pa.scalar(None, pa.string()), "")
-    parts = [ev.array(ev.string(e)) for e in rest]
-    joined = pc.binary_join_element_wise(*parts, sep, null_handling="skip")
-    return joined
+    values = [ev.string(separator), *(ev.string(e) for e in rest)]
+
+    def joined(sep: str | None, *parts: str | None) -> str | None:
+        return None if sep is None else sep.join(p for p in parts if p is not None)
+
+    return rowwise(joined, values, pa.string(), strict=False)
 
 
 def _text_args(ev: Evaluator, nodes: list[exp.Expr]) -> list[Value]:
@@ -178,7 +178,7 @@ def pad(ev: Evaluator, node: exp.Pad) -> Value:
 def _index_of(text: str, search: str, start: int) -> int:
     """1-based position of ``search`` in ``text`` from ``start`` (0-based), or 0."""
     if search == "":
-        return 1 if start <= len(text) else 0
+        return 1
     found = text.find(search, start)
     return found + 1
 
@@ -201,7 +201,7 @@ def str_position(ev: Evaluator, node: exp.StrPosition) -> Value:
         if pos < 1:
             return 0
         if search == "":
-            return pos if pos <= len(text) + 1 else 0
+            return 1  # Spark's indexOf of an empty string is 0, whatever the start
         return text.find(search, pos - 1) + 1
 
     return rowwise(located, [*values, start], pa.int32(), strict=False)
@@ -307,12 +307,15 @@ def _substring_index(text: str, delimiter: str, count: int) -> str:
     return delimiter.join(parts[count:])
 
 
-@REGISTRY.function("substring_index", anonymous=("substring_index",), arity=(3, 3))
-def substring_index(ev: Evaluator, node: exp.Anonymous) -> Value:
+@REGISTRY.function("substring_index", nodes=(exp.SubstringIndex,))
+def substring_index(ev: Evaluator, node: exp.SubstringIndex) -> Value:
     """``substring_index(s, delim, n)``: before the ``n``-th delimiter (from the
     end for negative ``n``)."""
-    text, delimiter, count = arguments(node)
-    values = [ev.string(text), ev.string(delimiter), as_type(ev, count, pa.int32())]
+    values = [
+        ev.string(node.this),
+        ev.string(node.args["delimiter"]),
+        as_type(ev, node.args["count"], pa.int32()),
+    ]
     return rowwise(_substring_index, values, pa.string())
 
 
