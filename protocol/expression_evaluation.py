@@ -1,6 +1,6 @@
 """How :mod:`raydelta.protocol.expressions` computes a parsed Spark SQL
 expression over an Arrow table: one :class:`Evaluator` method per construct
-(:data:`_HANDLERS` maps sqlglot node types to them), and the implicit
+(:data:`HANDLERS` maps sqlglot node types to them), and the implicit
 coercions between operands.
 
 Which constructs exist is stated in :mod:`raydelta.protocol.expressions`;
@@ -36,8 +36,10 @@ from sqlglot import exp
 
 from raydelta.protocol.errors import InvalidExpressionError, UnsupportedExpressionError
 from raydelta.protocol.expression_types import Value, arrow_type, cast, common_type, is_numeric
+from raydelta.protocol.functions import FUNCTIONS
+from raydelta.protocol.functions.registry import SparkFunction
 
-COMPARISONS: dict[type[exp.Expression], str] = {
+COMPARISONS: dict[type[exp.Expr], str] = {
     exp.EQ: "equal",
     exp.NEQ: "not_equal",
     exp.LT: "less",
@@ -45,16 +47,8 @@ COMPARISONS: dict[type[exp.Expression], str] = {
     exp.GT: "greater",
     exp.GTE: "greater_equal",
 }
-DATE_PARTS: dict[type[exp.Expression], str] = {
-    exp.Year: "year",
-    exp.Month: "month",
-    exp.Day: "day",
-    exp.DayOfMonth: "day",
-    exp.Hour: "hour",
-    exp.Minute: "minute",
-    exp.Second: "second",
-}
 CLOCK = (exp.CurrentTimestamp, exp.CurrentDate)
+CLOCK_NAMES = frozenset({"now"})
 
 
 def column_path(column: exp.Expression, sql: str) -> tuple[str, ...]:
@@ -79,6 +73,11 @@ class Evaluator:
     def fail(self, message: str) -> InvalidExpressionError:
         return InvalidExpressionError(f"{message} in {self.sql!r}", self.sql)
 
+    def refuse(self, what: str) -> UnsupportedExpressionError:
+        return UnsupportedExpressionError(
+            f"raydelta does not evaluate {what} in {self.sql!r}", self.sql
+        )
+
     def array(self, value: Value) -> pa.Array:
         if isinstance(value, pa.Scalar):
             return pa.array([value.as_py()] * self.rows, type=value.type)
@@ -101,17 +100,21 @@ class Evaluator:
     # dispatch ---------------------------------------------------------------------
 
     def value(self, node: exp.Expr) -> Value:
-        handler = _HANDLERS.get(type(node))
-        if handler is None:
-            for kind, name in ((COMPARISONS, "compare"), (DATE_PARTS, "date_part")):
-                if type(node) in kind:
-                    return getattr(self, name)(node)
-            raise UnsupportedExpressionError(
-                f"raydelta cannot evaluate {node.sql('spark')!r} in {self.sql!r}", self.sql
-            )
-        return handler(self, node)
+        handler = HANDLERS.get(type(node))
+        if handler is not None:
+            return handler(self, node)
+        if type(node) in COMPARISONS:
+            return self.compare(node)
+        function = FUNCTIONS.find(node)
+        if function is None:
+            raise unsupported(node, self.sql)
+        if isinstance(node, exp.Anonymous):
+            check_arity(function, node, self.sql)
+        return function.implementation(self, node)
 
     def column(self, node: exp.Expression) -> Value:
+        if isinstance(node, exp.Dot) and not isinstance(node.this, exp.Column | exp.Dot):
+            return self.field_of(self.value(node.this), node.expression.name)
         path = column_path(node, self.sql)
         current: pa.Array = self._top_level(path[0])
         for depth, part in enumerate(path[1:], start=1):
@@ -124,6 +127,17 @@ class Evaluator:
                 raise self.fail(f"no field {part!r} in column {'.'.join(path[:depth])!r}")
             current = pc.struct_field(current, [index])
         return current
+
+    def field_of(self, value: Value, name: str) -> Value:
+        """Field ``name`` of a struct value (``named_struct('x', 1).x``)."""
+        value = self.array(value)
+        if not pa.types.is_struct(value.type):
+            raise self.fail(f"{value.type} has no field {name!r}")
+        names = [value.type.field(i).name for i in range(value.type.num_fields)]
+        index = _field_index(names, name)
+        if index is None:
+            raise self.fail(f"no field {name!r} in {value.type}")
+        return pc.struct_field(value, [index])
 
     def _top_level(self, name: str) -> pa.Array:
         index = _field_index(self.table.column_names, name)
@@ -167,7 +181,7 @@ class Evaluator:
     def not_(self, node: exp.Not) -> Value:
         return pc.invert(self.boolean(node.this))
 
-    def compare(self, node: exp.Expression) -> Value:
+    def compare(self, node: exp.Expr) -> Value:
         left, right = self.coerced(self.value(node.this), self.value(node.expression))
         return getattr(pc, COMPARISONS[type(node)])(left, right)
 
@@ -259,13 +273,26 @@ class Evaluator:
     def neg(self, node: exp.Neg) -> Value:
         return pc.negate_checked(self.value(node.this))
 
-    def abs_(self, node: exp.Abs) -> Value:
-        return pc.abs_checked(self.value(node.this))
-
     def cast(self, node: exp.Expression) -> Value:
+        """``CAST`` (ANSI: a value that does not convert raises) or ``TRY_CAST``
+        (such a value is NULL)."""
         target = arrow_type(node.args["to"], self.sql)
         value = self.value(node.this)
-        return cast(value, target)
+        if not node.args.get("safe"):
+            return cast(value, target)
+        try:
+            return cast(value, target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, InvalidExpressionError):
+            pass
+        if isinstance(value, pa.Scalar):
+            return pa.scalar(None, target)
+        out: list[Any] = []
+        for item in value:
+            try:
+                out.append(cast(item, target).as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, InvalidExpressionError):
+                out.append(None)
+        return pa.array(out, type=target)
 
     def case(self, node: exp.Case) -> Value:
         subject = self.value(node.this) if node.this is not None else None
@@ -283,14 +310,6 @@ class Evaluator:
             conditions, results, self.value(default) if default is not None else None
         )
 
-    def if_(self, node: exp.If) -> Value:
-        false = node.args.get("false")
-        return self.choose(
-            [self.boolean(node.this)],
-            [self.value(node.args["true"])],
-            self.value(false) if false is not None else None,
-        )
-
     def choose(self, conditions: list[Value], results: list[Value], default: Value | None) -> Value:
         values = [*results, *([default] if default is not None else [])]
         common = common_type([v.type for v in values])
@@ -298,88 +317,13 @@ class Evaluator:
         struct = pc.make_struct(*[pc.fill_null(self.array(c), False) for c in conditions])
         return pc.case_when(struct, *arrays)
 
-    def coalesce(self, node: exp.Coalesce) -> Value:
-        values = [self.value(node.this), *(self.value(e) for e in node.expressions)]
-        common = common_type([v.type for v in values])
-        return pc.coalesce(*[self.array(cast(v, common)) for v in values])
-
-    def to_date(self, node: exp.Expression) -> Value:
-        if node.args.get("format") is not None:
-            raise UnsupportedExpressionError(f"to_date with a format in {self.sql!r}")
-        return cast(self.value(node.this), pa.date32())
-
-    def to_timestamp(self, node: exp.Expression) -> Value:
-        value = self.value(node.this)
-        if pa.types.is_timestamp(value.type):
-            return value
-        return cast(value, pa.timestamp("us", tz="UTC"))
-
-    def date_part(self, node: exp.Expression) -> Value:
-        value = self.value(node.this)
-        if pa.types.is_string(value.type):
-            value = cast(value, pa.timestamp("us"))
-        return getattr(pc, DATE_PARTS[type(node)])(value).cast(pa.int32())
-
-    def date_format(self, node: exp.TimeToStr) -> Value:
-        pattern = self.literal_text(node.args["format"], "a date_format pattern")
-        pattern = pattern.replace("strict", "")
-        if re.search(r"%[^YmdHMS%]", pattern) or re.search(r"[A-Za-z](?<!%[YmdHMS])", pattern):
-            raise UnsupportedExpressionError(
-                f"date_format supports yyyy MM dd HH mm ss only in {self.sql!r}", self.sql
-            )
-        value = self.to_timestamp(node.this)
-        if isinstance(value, pa.Scalar):
-            value = self.array(value)
-        return pc.strftime(value, format=pattern)
-
-    def substring(self, node: exp.Substring) -> Value:
-        subject = self.string(node.this)
-        start = self.literal_int(node.args["start"], "a substring position")
-        length_node = node.args.get("length")
-        length = None if length_node is None else self.literal_int(length_node, "a length")
-        begin = start - 1 if start > 0 else start
-        if length is not None and length <= 0:
-            return pc.utf8_slice_codeunits(subject, start=0, stop=0)
-        stop = None if length is None else begin + length
-        if stop is not None and begin < 0 <= stop:
-            stop = None
-        return pc.utf8_slice_codeunits(subject, start=begin, stop=stop)
-
-    def string(self, node: exp.Expression) -> Value:
+    def string(self, node: exp.Expr) -> Value:
         value = self.value(node)
-        return value if pa.types.is_string(value.type) else cast(value, pa.string())
-
-    def lower(self, node: exp.Lower) -> Value:
-        return pc.utf8_lower(self.string(node.this))
-
-    def upper(self, node: exp.Upper) -> Value:
-        return pc.utf8_upper(self.string(node.this))
-
-    def length(self, node: exp.Length) -> Value:
-        return pc.utf8_length(self.string(node.this)).cast(pa.int32())
-
-    def trim(self, node: exp.Trim) -> Value:
-        subject = self.string(node.this)
-        characters = " "
-        if node.expression is not None:
-            characters = self.literal_text(node.expression, "the characters to trim")
-        position = str(node.args.get("position") or "BOTH").upper()
-        kernel = {"LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}.get(position, pc.utf8_trim)
-        return kernel(subject, characters=characters)
-
-    def concat(self, node: exp.Concat) -> Value:
-        parts = [self.array(self.string(e)) for e in node.expressions]
-        if not parts:
-            return pa.scalar("", pa.string())
-        return pc.binary_join_element_wise(*parts, "", null_handling="emit_null")
-
-    def clock(self, node: exp.Expression) -> Value:
-        if self.now is None:
-            raise self.fail("current_timestamp()/current_date() need the write's time")
-        now = self.now if self.now.tzinfo is not None else self.now.replace(tzinfo=dt.UTC)
-        if isinstance(node, exp.CurrentDate):
-            return pa.scalar(now.astimezone(dt.UTC).date(), pa.date32())
-        return pa.scalar(now, pa.timestamp("us", tz="UTC"))
+        if pa.types.is_string(value.type):
+            return value
+        if pa.types.is_large_string(value.type):
+            return value.cast(pa.string())
+        return cast(value, pa.string())
 
     def paren(self, node: exp.Paren) -> Value:
         return self.value(node.this)
@@ -420,11 +364,34 @@ def _reescape_like(pattern: str, escape: str) -> str:
     return "".join(out)
 
 
-def _literal_cast(self: Evaluator, node: exp.Expression) -> Value:
-    return self.cast(node)
+def unsupported(node: exp.Expr, sql: str) -> UnsupportedExpressionError:
+    """The typed refusal of a construct raydelta does not evaluate, naming it."""
+    if isinstance(node, exp.Func):
+        name = str(node.name).lower() if isinstance(node, exp.Anonymous) else node.sql_name()
+        return UnsupportedExpressionError(
+            f"raydelta does not have the Spark SQL function {name.lower()!r}"
+            f" ({node.sql('spark')!r} in {sql!r})",
+            sql,
+        )
+    return UnsupportedExpressionError(
+        f"raydelta cannot evaluate {node.sql('spark')!r} ({type(node).__name__}) in {sql!r}",
+        sql,
+    )
 
 
-_HANDLERS: dict[type[exp.Expr], Callable[[Evaluator, Any], Value]] = {
+def check_arity(function: SparkFunction, node: exp.Expr, sql: str) -> None:
+    count = len(node.expressions)
+    low, high = function.arity
+    if count < low or (high is not None and count > high):
+        raise InvalidExpressionError(
+            f"{node.name.lower()} takes {low}{'' if high == low else f' to {high}'}"
+            f" arguments, got {count} in {sql!r}",
+            sql,
+        )
+
+
+# Syntax the evaluator computes itself; functions come from FUNCTIONS.
+HANDLERS: dict[type[exp.Expr], Callable[[Evaluator, Any], Value]] = {
     exp.Column: Evaluator.column,
     exp.Dot: Evaluator.column,
     exp.Literal: Evaluator.literal,
@@ -450,21 +417,32 @@ _HANDLERS: dict[type[exp.Expr], Callable[[Evaluator, Any], Value]] = {
     exp.IntDiv: Evaluator.arithmetic,
     exp.Mod: Evaluator.arithmetic,
     exp.Neg: Evaluator.neg,
-    exp.Abs: Evaluator.abs_,
-    exp.Cast: _literal_cast,
+    exp.Cast: Evaluator.cast,
     exp.TryCast: Evaluator.cast,
     exp.Case: Evaluator.case,
-    exp.If: Evaluator.if_,
-    exp.Coalesce: Evaluator.coalesce,
-    exp.TsOrDsToDate: Evaluator.to_date,
-    exp.TimeStrToTime: Evaluator.to_timestamp,
-    exp.TimeToStr: Evaluator.date_format,
-    exp.Substring: Evaluator.substring,
-    exp.Lower: Evaluator.lower,
-    exp.Upper: Evaluator.upper,
-    exp.Length: Evaluator.length,
-    exp.Trim: Evaluator.trim,
-    exp.Concat: Evaluator.concat,
-    exp.CurrentDate: Evaluator.clock,
-    exp.CurrentTimestamp: Evaluator.clock,
 }
+
+# The Spark spellings of the syntax above, for the README's list.
+SYNTAX: tuple[str, ...] = (
+    "column references (`a`, `` `a b` ``, nested `s.f`)",
+    "literals (numbers, strings, `TRUE`/`FALSE`, `NULL`, `DATE '...'`, `TIMESTAMP '...'`,"
+    " `TIMESTAMP_NTZ '...'`)",
+    "`= == <> != < <= > >= <=>`",
+    "`AND OR NOT`",
+    "`IS [NOT] NULL`, `IS [NOT] TRUE/FALSE`",
+    "`[NOT] IN (...)`, `[NOT] BETWEEN`",
+    "`[NOT] LIKE`/`ILIKE` (with `ESCAPE`), `RLIKE`/`REGEXP`",
+    "`+ - * / % DIV`, unary `-`",
+    "`CAST(x AS t)`, `x::t`, `TRY_CAST(x AS t)`",
+    "`CASE [x] WHEN ... THEN ... [ELSE ...] END`",
+)
+
+# Nodes that only occur as parts of a construct above or of a function.
+PARTS: tuple[type[exp.Expr], ...] = (
+    exp.Identifier,
+    exp.DataType,
+    exp.DataTypeParam,
+    exp.ColumnDef,
+    exp.PropertyEQ,
+    exp.Var,
+)

@@ -15,6 +15,10 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import math
+import struct
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -77,6 +81,9 @@ def cast(value: Value, target: pa.DataType) -> Value:
     if isinstance(value, pa.Scalar):
         return cast(pa.array([value.as_py()], type=value.type), target)[0]
     source = value.type
+    special = _spark_cast(value, source, target)
+    if special is not None:
+        return special
     if pa.types.is_timestamp(target) and pa.types.is_string(source):
         naive = pc.utf8_trim(value, characters=" ").cast(pa.timestamp("us"))
         return naive if target.tz is None else pc.assume_timezone(naive, target.tz)
@@ -97,11 +104,128 @@ def cast(value: Value, target: pa.DataType) -> Value:
     if pa.types.is_integer(target) and (
         pa.types.is_floating(source) or pa.types.is_decimal(source)
     ):
+        if pa.types.is_floating(source):
+            _check_integral_range(value, target)
         return pc.cast(
             value,
             options=pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True),
         )
     return value.cast(target)
+
+
+def _shortest_float32(value: float) -> str:
+    packed = struct.pack("<f", value)
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if struct.pack("<f", float(text)) == packed:
+            return text
+    return repr(value)
+
+
+def java_double_text(value: float, *, float32: bool = False) -> str:
+    """Java's ``Double.toString(value)`` (``Float.toString`` with ``float32``)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if not float32 and abs(value) == 5e-324:
+        return "-4.9E-324" if value < 0 else "4.9E-324"  # Java 17's text for Double.MIN_VALUE
+    text = _shortest_float32(abs(value)) if float32 else repr(abs(value))
+    sign = "-" if value < 0 else ""
+    exact = decimal.Decimal(text).normalize()
+    _, digits, exponent = exact.as_tuple()
+    assert isinstance(exponent, int)
+    scientific = len(digits) + exponent - 1
+    if 1e-3 <= abs(value) < 1e7:
+        plain = format(exact, "f")
+        return sign + (plain if "." in plain else plain + ".0")
+    mantissa = str(digits[0]) + "." + ("".join(map(str, digits[1:])) or "0")
+    return f"{sign}{mantissa}E{scientific}"
+
+
+def _check_integral_range(value: pa.Array, target: pa.DataType) -> None:
+    """ANSI: a double outside ``target``'s range (or NaN) does not cast."""
+    bound = 2.0 ** (target.bit_width - 1)
+    truncated = pc.trunc(value)
+    outside = pc.or_(
+        pc.is_nan(value),
+        pc.or_(pc.less(truncated, -bound), pc.greater_equal(truncated, bound)),
+    )
+    if pc.any(outside).as_py():
+        raise pa.ArrowInvalid(f"a value overflows {target} (CAST_OVERFLOW)")
+
+
+_TRUE = frozenset({"t", "true", "y", "yes", "1"})
+_FALSE = frozenset({"f", "false", "n", "no", "0"})
+
+
+def _to_boolean(text: str) -> bool:
+    folded = text.strip().lower()
+    if folded in _TRUE:
+        return True
+    if folded in _FALSE:
+        return False
+    raise pa.ArrowInvalid(f"cannot cast {text!r} to BOOLEAN")
+
+
+def _timestamp_text(value: dt.datetime) -> str:
+    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}".rstrip("0")
+    return text
+
+
+def _spark_cast(value: pa.Array, source: pa.DataType, target: pa.DataType) -> pa.Array | None:
+    """The casts where Spark's text or rules differ from Arrow's (None: Arrow's is Spark's)."""
+    if pa.types.is_string(target) and pa.types.is_floating(source):
+        float32 = source == pa.float32()
+        return pa.array(
+            [
+                None if v is None else java_double_text(v, float32=float32)
+                for v in value.to_pylist()
+            ],
+            pa.string(),
+        )
+    if pa.types.is_string(target) and pa.types.is_timestamp(source):
+        moments = value if source.tz is None else pc.local_timestamp(value)
+        return pa.array(
+            [
+                None if v is None else _timestamp_text(v)
+                for v in moments.cast(pa.timestamp("us")).to_pylist()
+            ],
+            pa.string(),
+        )
+    if pa.types.is_boolean(target) and pa.types.is_string(source):
+        return pa.array(
+            [None if v is None else _to_boolean(v) for v in value.to_pylist()], pa.bool_()
+        )
+    if pa.types.is_boolean(target) and is_numeric(source):
+        return pc.not_equal(
+            value,
+            pa.scalar(0, source) if not pa.types.is_decimal(source) else pa.scalar(0).cast(source),
+        )
+    if is_numeric(target) and pa.types.is_string(source):
+        trimmed = pc.utf8_trim_whitespace(value)
+        if pa.types.is_integer(target) or pa.types.is_decimal(target):
+            return trimmed.cast(target)
+        return pa.array(
+            [None if v is None else _java_double(v) for v in trimmed.to_pylist()], pa.float64()
+        ).cast(target)
+    return None
+
+
+def _java_double(text: str) -> float:
+    folded = text.lower().rstrip("df")
+    if folded in ("nan", "infinity", "+infinity", "inf", "+inf"):
+        return float("nan") if folded == "nan" else float("inf")
+    if folded in ("-infinity", "-inf"):
+        return float("-inf")
+    try:
+        return float(text.rstrip("dDfF"))
+    except ValueError:
+        raise pa.ArrowInvalid(f"cannot cast {text!r} to DOUBLE") from None
 
 
 _TYPE_NAMES: dict[str, pa.DataType] = {

@@ -43,14 +43,18 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from raydelta.protocol.errors import InvalidExpressionError, UnsupportedExpressionError
+from raydelta.protocol.errors import InvalidExpressionError
 from raydelta.protocol.expression_evaluation import (
     CLOCK,
+    CLOCK_NAMES,
     COMPARISONS,
-    DATE_PARTS,
+    HANDLERS,
+    PARTS,
     Evaluator,
     column_path,
+    unsupported,
 )
+from raydelta.protocol.functions import FUNCTIONS
 
 
 @dataclass(frozen=True)
@@ -67,54 +71,18 @@ class SqlExpression:
         return self.sql
 
 
-_SUPPORTED: tuple[type[exp.Expression], ...] = (
-    exp.Column,
-    exp.Identifier,
-    exp.Dot,
-    exp.Literal,
-    exp.Boolean,
-    exp.Null,
-    exp.Paren,
-    exp.And,
-    exp.Or,
-    exp.Not,
-    exp.Is,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.In,
-    exp.Between,
-    exp.Like,
-    exp.ILike,
-    exp.RegexpLike,
-    exp.Escape,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.IntDiv,
-    exp.Mod,
-    exp.Neg,
-    exp.Cast,
-    exp.TryCast,
-    exp.DataType,
-    exp.DataTypeParam,
-    exp.Case,
-    exp.If,
-    exp.Coalesce,
-    exp.TsOrDsToDate,
-    exp.TimeToStr,
-    exp.TimeStrToTime,
-    exp.Substring,
-    exp.Lower,
-    exp.Upper,
-    exp.Concat,
-    exp.Length,
-    exp.Trim,
-    exp.Abs,
-    *COMPARISONS,
-    *DATE_PARTS,
-    *CLOCK,
-)
+def _check(node: exp.Expr, sql: str) -> None:
+    """Refuse a node the evaluator has no rule for, naming it."""
+    if type(node) in HANDLERS or type(node) in COMPARISONS or isinstance(node, PARTS):
+        return
+    if FUNCTIONS.find(node) is None:
+        raise unsupported(node, sql)
+
+
+def _uses_clock(node: exp.Expr) -> bool:
+    if isinstance(node, CLOCK):
+        return True
+    return isinstance(node, exp.Anonymous) and str(node.name).lower() in CLOCK_NAMES
 
 
 def parse_expression(sql: str) -> SqlExpression:
@@ -130,13 +98,8 @@ def parse_expression(sql: str) -> SqlExpression:
     columns: list[tuple[str, ...]] = []
     uses_clock = False
     for child in node.walk():
-        if not isinstance(child, _SUPPORTED):
-            raise UnsupportedExpressionError(
-                f"raydelta cannot evaluate {child.sql('spark')!r} "
-                f"({type(child).__name__}) in SQL expression {sql!r}",
-                sql,
-            )
-        if isinstance(child, CLOCK):
+        _check(child, sql)
+        if _uses_clock(child):
             uses_clock = True
         if isinstance(child, exp.Column):
             path = column_path(child, sql)
@@ -159,6 +122,12 @@ def evaluate(
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
         raise InvalidExpressionError(
             f"cannot evaluate {parsed.sql!r}: {error}", parsed.sql
+        ) from error
+    except OverflowError as error:
+        # A date or time outside years 1-9999, which Spark has and Python has not.
+        raise InvalidExpressionError(
+            f"cannot evaluate {parsed.sql!r}: a value is out of raydelta's range ({error})",
+            parsed.sql,
         ) from error
     return evaluator.array(result)
 
