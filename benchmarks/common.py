@@ -15,7 +15,7 @@ Invariants:
   ``unit``, ``ours``, ``peer`` and ``ratio`` (= ours / peer), plus ``machine``
   and ``load_guard``.
 - A result taken while the machine was loaded (1-minute load average above
-  :data:`LOAD_LIMIT` when the script started or when it writes) never replaces
+  :data:`LOAD_LIMIT` when the script started, before its own work) never replaces
   the recorded one unless forced (``RAYDELTA_BENCH_FORCE=1``, which
   ``python -m benchmarks.run --force`` sets); it goes to ``results/refused/``
   instead, and a forced one says so in its ``load_guard``.
@@ -313,18 +313,18 @@ def machine_info() -> dict[str, Any]:
 
 
 def load_guard() -> dict[str, Any]:
-    """The load at this benchmark's start and now, the limit, and whether the
-    result may be recorded (``accepted``) and was forced (``forced``)."""
+    """The load at this benchmark's start (what decides) and now (for the
+    record: by then the benchmark's own processes are part of it), the limit,
+    and whether the result may be recorded (``accepted``) and was forced."""
     now = load_average()
-    seen = [v[0] for v in (LOAD_AT_START, now) if v is not None]
-    highest = max(seen) if seen else None
+    start = LOAD_AT_START[0] if LOAD_AT_START is not None else None
     forced = os.environ.get(FORCE_ENV) == "1"
-    quiet = highest is not None and highest <= LOAD_LIMIT
+    quiet = start is not None and start <= LOAD_LIMIT
     return {
         "limit": LOAD_LIMIT,
         "load_at_start": LOAD_AT_START,
         "load_at_end": now,
-        "highest_1min": highest,
+        "start_1min": start,
         "quiet": quiet,
         "forced": forced and not quiet,
         "accepted": quiet or forced,
@@ -352,7 +352,8 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
     path.write_text(json.dumps(body, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     if not guard["accepted"]:
         print(
-            f"load average {guard['highest_1min']} > {LOAD_LIMIT}: not recording {name} "
+            f"load average {guard['start_1min']} > {LOAD_LIMIT} at the start: not recording {name}"
+            " "
             f"(kept in {path}; {FORCE_ENV}=1 or `python -m benchmarks.run --force` records it)",
             file=sys.stderr,
             flush=True,

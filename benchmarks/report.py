@@ -9,8 +9,8 @@ Invariants:
   hand, so the README cannot disagree with the results
   (``tests/benchmarks/test_report.py`` checks it).
 - Each row shows the load average the figure was taken at (the highest
-  1-minute value the load guard saw, or for results recorded before the
-  guard, the one written with the result) and whether it was forced.
+  1-minute value at the benchmark's start, as the load guard recorded it, or
+  for results recorded before the guard, the one written with the result) and whether it was forced.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _number(value: Any) -> str:
 def _load(result: dict[str, Any]) -> str:
     guard = result.get("load_guard")
     if guard:
-        text = _number(guard.get("highest_1min"))
+        text = _number(guard.get("start_1min"))
         return f"{text} (forced)" if guard.get("forced") else text
     loads = (result.get("machine") or {}).get("load_average")
     return _number(loads[0]) if loads else MISSING

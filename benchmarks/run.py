@@ -21,7 +21,9 @@ Invariants:
   interleaved repetitions where one run takes under a minute.
 - ``--quick`` passes ``--no-write``: a smoke run never replaces a result.
 - A result taken at a load average above ``benchmarks.common.LOAD_LIMIT`` is
-  not recorded unless ``--force`` (``benchmarks.common.write_result``).
+  not recorded unless ``--force`` (``benchmarks.common.write_result``); the
+  runner first waits (up to :data:`SETTLE_S`) for the load the previous
+  benchmark left to decay below it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 
 from benchmarks.common import (
     FORCE_ENV,
+    LOAD_LIMIT,
     REPO_ROOT,
     RESULTS_DIR,
     load_average,
@@ -168,12 +171,30 @@ HELPERS = frozenset(
 """Modules of this folder that are not benchmarks (harness, builders, reports)."""
 
 
+SETTLE_S = 300.0
+"""How long the runner waits for the load a previous benchmark left to decay."""
+
+
+def _settle(limit: float, *, wait_s: float = SETTLE_S) -> list[float] | None:
+    """Wait until the 1-minute load average is at most ``limit`` (or
+    ``wait_s`` passed): a benchmark must not start in its predecessor's load."""
+    deadline = time.monotonic() + wait_s
+    while (load := load_average()) is not None and load[0] > limit:
+        if time.monotonic() > deadline:
+            print(f"load {load[0]:.2f} still above {limit} after {wait_s:.0f} s", flush=True)
+            break
+        time.sleep(5)
+    return load
+
+
 def _run_one(bench: Benchmark, *, quick: bool, force: bool) -> dict[str, Any]:
     args = [*bench.quick, "--no-write"] if quick else list(bench.full)
     command = [sys.executable, "-m", f"benchmarks.{bench.name}", *args]
     env = dict(os.environ)
     if force:
         env[FORCE_ENV] = "1"
+    if not quick:
+        _settle(LOAD_LIMIT)
     print(f"\n=== {bench.name}: {' '.join(command[1:])}", flush=True)
     load_before, cpu_before, started = load_average(), machine_cpu_seconds(), time.perf_counter()
     code = subprocess.run(command, cwd=REPO_ROOT, env=env, check=False).returncode

@@ -41,7 +41,7 @@ def test_the_readme_table_is_the_generated_one() -> None:
 
 def test_the_table_has_one_row_per_result_file_with_its_figures(tmp_path: Path) -> None:
     body = {"unit": "s", "ours": 1.5, "peer": 3.0, "ratio": 0.5, "goal_met": True}
-    body["load_guard"] = {"highest_1min": 0.25, "forced": False}
+    body["load_guard"] = {"start_1min": 0.25, "forced": False}
     (tmp_path / "alpha.json").write_text(json.dumps(body))
     (tmp_path / "run.json").write_text(json.dumps({"runs": []}))
     rows = report.render(tmp_path).splitlines()[2:]
