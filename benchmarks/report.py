@@ -8,9 +8,10 @@ Invariants:
   is exactly :func:`render` of the result files: nothing in it is typed by
   hand, so the README cannot disagree with the results
   (``tests/benchmarks/test_report.py`` checks it).
-- Each row shows the load average the figure was taken at (the highest
-  1-minute value at the benchmark's start, as the load guard recorded it, or
-  for results recorded before the guard, the one written with the result) and whether it was forced.
+- Each row shows the load average the figure was taken at (the 1-minute
+  value at the benchmark's start, as the load guard recorded it, or for
+  results recorded before the guard, the one written with the result) and
+  whether it was forced.
 """
 
 from __future__ import annotations
