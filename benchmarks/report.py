@@ -7,7 +7,7 @@ Invariants:
 - The table between :data:`BEGIN` and :data:`END` in ``benchmarks/README.md``
   is exactly :func:`render` of the result files: nothing in it is typed by
   hand, so the README cannot disagree with the results
-  (``tests/benchmarks/test_report.py`` checks it).
+  (``tests/benchmarks/test_run_and_report.py`` checks it).
 - Each row shows the load average the figure was taken at (the 1-minute
   value at the benchmark's start, as the load guard recorded it, or for
   results recorded before the guard, the one written with the result) and

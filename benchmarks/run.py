@@ -15,7 +15,7 @@ whole machine spent and the load average before and after, in
 
 Invariants:
 - :data:`BENCHMARKS` names every benchmark module of this folder; every
-  other module is in :data:`HELPERS` (``tests/benchmarks/test_run_registry.py``
+  other module is in :data:`HELPERS` (``tests/benchmarks/test_run_and_report.py``
   checks that none is forgotten).
 - The default sizes are each benchmark's issue sizes, with at least 5
   interleaved repetitions where one run takes under a minute.
