@@ -500,3 +500,21 @@ def test_cycle_checker_catches_a_cycle_inside_a_folder(tmp_path: Path) -> None:
     (root / "storage" / "log" / "__init__.py").write_text("")
     cycles = folder_cycles(root)
     assert cycles == ["raydelta.storage.log.a -> raydelta.storage.log.b -> raydelta.storage.log.a"]
+
+
+def test_every_package_folder_is_a_package_of_the_wheel() -> None:
+    """``pyproject.toml`` lists the packages by name (``package-dir`` maps the
+    layers): a new concept folder missing from the list would be missing from
+    the wheel, and only the slow wheel build would notice."""
+    import tomllib
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    found = set()
+    for folder, package in LAYERS.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(REPO / folder).parts
+            if folder == "raydelta" and relative[:1] and relative[0] in LAYERS:
+                continue  # the symlinked layers, found under their own folders
+            found.add(".".join((package, *relative)))
+    assert found == listed, f"missing: {sorted(found - listed)}; stale: {sorted(listed - found)}"
