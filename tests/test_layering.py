@@ -509,7 +509,10 @@ def test_every_package_folder_is_a_package_of_the_wheel() -> None:
     import tomllib
 
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    names = pyproject["tool"]["setuptools"]["packages"]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert not twice, f"listed twice: {twice}"
+    listed = set(names)
     found = set()
     for folder, package in LAYERS.items():
         for init in (REPO / folder).rglob("__init__.py"):
