@@ -23,8 +23,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raydelta.protocol.errors import InvalidArgumentError, InvalidPredicateError
-from raydelta.protocol.expressions import evaluate, parse_expression
-from raydelta.protocol.partition_values import parse_partition_value
+from raydelta.protocol.expression_pruning import (
+    ColumnStats,
+    column_stats,
+    conjuncts,
+    partition_keep,
+    partition_terms,
+    statistics_may_match,
+)
+from raydelta.protocol.expressions import SqlExpression, evaluate, parse_expression
+from raydelta.protocol.partition_values import parse_partition_value, partition_values_to_arrow
 from raydelta.protocol.predicate_evaluation import matches
 from raydelta.protocol.predicates import (
     AlwaysTrue,
@@ -39,7 +47,7 @@ from raydelta.protocol.predicates import (
 )
 from raydelta.protocol.schema import DataType, PrimitiveType, StructField, StructType, physical_name
 from raydelta.protocol.schema_arrow import data_type_to_arrow, to_arrow
-from raydelta.protocol.statistics import FileStatistics, parse_stats
+from raydelta.protocol.statistics import FileStatistics, parse_stats, value_coercer
 from raydelta.storage.data.files import read_logical_file
 
 Filter: TypeAlias = "str | Predicate | pc.Expression"
@@ -236,6 +244,72 @@ def prune_files(
     return files.filter(pa.array(keep, type=pa.bool_()))
 
 
+def prune_files_by_expression(
+    files: pa.Table,
+    expression: SqlExpression,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    column_mapping_mode: str,
+) -> pa.Table:
+    """The rows of ``files`` that may hold a row the Spark SQL ``expression``
+    selects (:mod:`raydelta.protocol.expression_pruning`): its partition-only
+    ``AND`` terms evaluated over each file's typed partition values, then its
+    terms' prunable forms over each file's statistics."""
+    if files.num_rows == 0:
+        return files
+    keep = [True] * files.num_rows
+    terms = partition_terms(expression, partition_columns)
+    if terms and partition_columns:
+        values = partition_values_to_arrow(
+            files.column("partitionValues"),
+            schema,
+            list(partition_columns),
+            column_mapping_mode=column_mapping_mode,
+            physical_names=False,
+        )
+        partitions = pa.Table.from_struct_array(values)
+        keep = partition_keep(terms, partitions)
+    partition = {c.lower() for c in partition_columns}
+    data_terms = conjuncts(expression)
+    for index, stats_text in enumerate(files.column("stats").to_pylist()):
+        if not keep[index]:
+            continue
+        stats = parse_stats(stats_text)
+        if stats is None:
+            continue
+        lookup = _stats_lookup(stats, schema, partition, column_mapping_mode)
+        keep[index] = all(statistics_may_match(term, lookup) for term in data_terms)
+    return files.filter(pa.array(keep, type=pa.bool_()))
+
+
+def _stats_lookup(
+    stats: FileStatistics, schema: StructType, partition: set[str], mode: str
+) -> Callable[[str], ColumnStats | None]:
+    """One file's statistics of a top-level data column, by logical name."""
+
+    def lookup(column: str) -> ColumnStats | None:
+        try:
+            f = _field(column, schema)
+        except InvalidArgumentError:
+            return None
+        if f.name.lower() in partition or not isinstance(f.type, PrimitiveType):
+            return None
+        arrow_type = data_type_to_arrow(f.type)
+        coerce = value_coercer(arrow_type)
+        key = [physical_name(f, mode)]
+        low, high = stats.min_value(key), stats.max_value(key)
+        return column_stats(
+            f.name,
+            arrow_type,
+            None if low is None else coerce(low),
+            None if high is None else coerce(high),
+            stats.null_count_of(key),
+            stats.num_records,
+        )
+
+    return lookup
+
+
 # --- the scan ----------------------------------------------------------------------------
 
 
@@ -265,6 +339,10 @@ def scan(
         raise InvalidArgumentError(f"unknown columns {unknown}; the table has {names}")
     predicate, row_filter = _plan_filter(filter, schema)
     selected = prune_files(files, predicate, schema, partition_columns, column_mapping_mode)
+    if isinstance(filter, str):
+        selected = prune_files_by_expression(
+            selected, parse_expression(filter), schema, partition_columns, column_mapping_mode
+        )
     read_schema = (
         schema
         if row_filter is not None
@@ -318,11 +396,18 @@ def select_files(
     SQL text outside the predicate subset still prunes by its top-level
     ``AND`` terms that are in it (``a = 1 AND b % 2 = 0`` prunes by
     ``a = 1``): rows must satisfy every term, so files none of whose rows
-    satisfy one are skipped safely."""
+    satisfy one are skipped safely. SQL text then also prunes by
+    :func:`prune_files_by_expression` (any function on partition columns,
+    monotone functions, ``LIKE 'prefix%'``... on statistics)."""
     predicate, _ = _plan_filter(filter, schema)
     if predicate is None and isinstance(filter, str):
         predicate = _prunable_terms(filter)
-    return prune_files(files, predicate, schema, partition_columns, column_mapping_mode)
+    selected = prune_files(files, predicate, schema, partition_columns, column_mapping_mode)
+    if isinstance(filter, str):
+        selected = prune_files_by_expression(
+            selected, parse_expression(filter), schema, partition_columns, column_mapping_mode
+        )
+    return selected
 
 
 def _prunable_terms(sql: str) -> Predicate | None:

@@ -31,7 +31,7 @@ from sqlglot import exp
 from raydelta.protocol.errors import InvalidExpressionError
 from raydelta.protocol.expression_types import Value, cast
 from raydelta.protocol.functions import datetime_patterns as patterns
-from raydelta.protocol.functions.registry import Registry
+from raydelta.protocol.functions.registry import TEMPORAL, Monotonic, Registry
 from raydelta.protocol.functions.values import arguments, as_type, constant, rowwise
 
 if TYPE_CHECKING:
@@ -65,8 +65,13 @@ def _temporal(ev: Evaluator, node: exp.Expr) -> Value:
     return value
 
 
+@REGISTRY.function("year", nodes=(exp.Year,), monotonic=Monotonic("this", TEMPORAL))
+def year(ev: Evaluator, node: exp.Year) -> Value:
+    """The year of a date or timestamp (int); non-decreasing in its argument."""
+    return date_part(ev, node)
+
+
 @REGISTRY.function(
-    "year",
     "month",
     "day",
     "dayofmonth",
@@ -76,7 +81,7 @@ def _temporal(ev: Evaluator, node: exp.Expr) -> Value:
     "quarter",
     "dayofyear",
     "weekofyear",
-    nodes=tuple(_PARTS),
+    nodes=tuple(p for p in _PARTS if p is not exp.Year),
 )
 def date_part(ev: Evaluator, node: exp.Expr) -> Value:
     """A field of a date or timestamp (int)."""
@@ -107,7 +112,9 @@ def _timestamp(ev: Evaluator, node: exp.Expr) -> Value:
     return as_type(ev, node, TIMESTAMP)
 
 
-@REGISTRY.function("date_add", "date_sub", "dateadd", nodes=(exp.TsOrDsAdd,))
+@REGISTRY.function(
+    "date_add", "date_sub", "dateadd", nodes=(exp.TsOrDsAdd,), monotonic=Monotonic("this", TEMPORAL)
+)
 def date_add(ev: Evaluator, node: exp.TsOrDsAdd) -> Value:
     """``date_add(d, n)``/``date_sub(d, n)``: ``d`` plus (minus) ``n`` days."""
     unit = node.args.get("unit")
@@ -134,7 +141,7 @@ def _add_months(day: dt.date, months: int) -> dt.date:
     return dt.date(year, month + 1, min(day.day, last))
 
 
-@REGISTRY.function("add_months", nodes=(exp.AddMonths,))
+@REGISTRY.function("add_months", nodes=(exp.AddMonths,), monotonic=Monotonic("this", TEMPORAL))
 def add_months(ev: Evaluator, node: exp.AddMonths) -> Value:
     """``add_months(d, n)``: ``d`` plus ``n`` months (the day clamped to the month)."""
     months = as_type(ev, node.expression, pa.int32())
@@ -242,7 +249,7 @@ def _floor(value: Value, unit: str) -> Value:
     return pc.floor_temporal(value, unit=unit, week_starts_monday=True)
 
 
-@REGISTRY.function("date_trunc", nodes=(exp.TimestampTrunc,))
+@REGISTRY.function("date_trunc", nodes=(exp.TimestampTrunc,), monotonic=Monotonic("this", TEMPORAL))
 def date_trunc(ev: Evaluator, node: exp.TimestampTrunc) -> Value:
     """``date_trunc(unit, ts)``: ``ts`` truncated to the unit (timestamp);
     NULL for an unknown unit."""
@@ -255,7 +262,7 @@ def date_trunc(ev: Evaluator, node: exp.TimestampTrunc) -> Value:
     return _floor(value, unit)
 
 
-@REGISTRY.function("trunc", nodes=(exp.DateTrunc,))
+@REGISTRY.function("trunc", nodes=(exp.DateTrunc,), monotonic=Monotonic("this", TEMPORAL))
 def trunc(ev: Evaluator, node: exp.DateTrunc) -> Value:
     """``trunc(d, fmt)``: ``d`` truncated to the year, quarter, month or week
     (date); NULL for another format."""
@@ -289,7 +296,9 @@ def _format_of(node: exp.Expr) -> tuple[bool, str | None]:
     return True, fmt.name if isinstance(fmt, exp.Literal) else None
 
 
-@REGISTRY.function("to_date", "date", nodes=(exp.TsOrDsToDate,))
+@REGISTRY.function(
+    "to_date", "date", nodes=(exp.TsOrDsToDate,), monotonic=Monotonic("this", TEMPORAL)
+)
 def to_date(ev: Evaluator, node: exp.TsOrDsToDate) -> Value:
     """``to_date(x[, fmt])``: ``x`` as a date, read in the pattern when given."""
     given, strftime = _format_of(node)
@@ -367,7 +376,9 @@ def timestamp_seconds(ev: Evaluator, node: exp.Anonymous) -> Value:
     return pc.multiply_checked(seconds, 1_000_000).cast(pa.int64()).cast(TIMESTAMP)
 
 
-@REGISTRY.function("unix_date", nodes=(exp.UnixDate,))
+@REGISTRY.function(
+    "unix_date", nodes=(exp.UnixDate,), monotonic=Monotonic("this", frozenset({"date"}))
+)
 def unix_date(ev: Evaluator, node: exp.UnixDate) -> Value:
     """Days since 1970-01-01 (int)."""
     return _date(ev, node.this).cast(pa.int32())
@@ -380,7 +391,13 @@ _UNIX_UNITS: dict[type[exp.Expr], int] = {
 }
 
 
-@REGISTRY.function("unix_seconds", "unix_millis", "unix_micros", nodes=tuple(_UNIX_UNITS))
+@REGISTRY.function(
+    "unix_seconds",
+    "unix_millis",
+    "unix_micros",
+    nodes=tuple(_UNIX_UNITS),
+    monotonic=Monotonic("this", frozenset({"timestamp"})),
+)
 def unix_units(ev: Evaluator, node: exp.Expr) -> Value:
     """Seconds, milliseconds or microseconds since the epoch (bigint, floored)."""
     micros = _timestamp(ev, node.this).cast(pa.int64())

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from raydelta.protocol.expression_types import Value, cast, is_numeric
-from raydelta.protocol.functions.registry import Registry
+from raydelta.protocol.functions.registry import NUMERIC, Monotonic, Registry
 from raydelta.protocol.functions.values import arguments, as_type, constant, rowwise
 
 if TYPE_CHECKING:
@@ -149,13 +149,13 @@ def _round(ev: Evaluator, node: exp.Expr, mode: str) -> Value:
     return _round_exact_values(value, max(scale, 0) if scale >= 0 else scale, mode, out)
 
 
-@REGISTRY.function("round", nodes=(exp.Round,))
+@REGISTRY.function("round", nodes=(exp.Round,), monotonic=Monotonic("this", NUMERIC))
 def round_(ev: Evaluator, node: exp.Round) -> Value:
     """``round(x[, d])``: ``x`` rounded half up to ``d`` decimal places."""
     return _round(ev, node, decimal.ROUND_HALF_UP)
 
 
-@REGISTRY.function("bround", anonymous=("bround",), arity=(1, 2))
+@REGISTRY.function("bround", anonymous=("bround",), arity=(1, 2), monotonic=Monotonic("0", NUMERIC))
 def bround(ev: Evaluator, node: exp.Anonymous) -> Value:
     """``bround(x[, d])``: ``x`` rounded half to even to ``d`` decimal places."""
     return _round(ev, node, decimal.ROUND_HALF_EVEN)
@@ -195,13 +195,13 @@ def _floor_ceil(ev: Evaluator, node: exp.Expr, kernel: str) -> Value:
     return _to_long(result)
 
 
-@REGISTRY.function("floor", nodes=(exp.Floor,))
+@REGISTRY.function("floor", nodes=(exp.Floor,), monotonic=Monotonic("this", NUMERIC))
 def floor(ev: Evaluator, node: exp.Floor) -> Value:
     """The largest integer not above ``x`` (bigint, or decimal for decimals)."""
     return _floor_ceil(ev, node, "floor")
 
 
-@REGISTRY.function("ceil", "ceiling", nodes=(exp.Ceil,))
+@REGISTRY.function("ceil", "ceiling", nodes=(exp.Ceil,), monotonic=Monotonic("this", NUMERIC))
 def ceil(ev: Evaluator, node: exp.Ceil) -> Value:
     """The smallest integer not below ``x`` (bigint, or decimal for decimals)."""
     return _floor_ceil(ev, node, "ceil")

@@ -8,6 +8,10 @@ into (``round(x)`` is ``exp.Round``) or, for the functions sqlglot leaves as
 Invariants:
 - One implementation per node type and per anonymous name; registering a
   second one raises at import time (a silent override would change results).
+- ``monotonic`` marks a function non-decreasing in one argument (the
+  others held constant) for arguments of the named kinds; file pruning
+  (:mod:`raydelta.protocol.expression_pruning`) bounds ``f(col)`` by
+  ``f(min)``/``f(max)`` only for those functions, and only on those kinds.
 - Every implementation takes the evaluator and the node and returns a value
   with one entry per row (an array) or one for all rows (a scalar); argument
   counts of anonymous functions are checked before it runs.
@@ -26,6 +30,21 @@ if TYPE_CHECKING:
 
 Implementation = Callable[["Evaluator", Any], Any]
 
+NUMERIC = frozenset({"integer", "floating", "decimal"})
+TEMPORAL = frozenset({"date", "timestamp"})
+
+
+@dataclass(frozen=True)
+class Monotonic:
+    """A function is non-decreasing in its argument ``argument`` (a sqlglot
+    arg key such as ``"this"``, or the position ``"0"`` in an anonymous
+    function's list) when that argument's type is of one of ``kinds``
+    (``integer floating decimal date timestamp string``), its other
+    arguments are constants, and it maps NULL to NULL."""
+
+    argument: str
+    kinds: frozenset[str]
+
 
 @dataclass(frozen=True)
 class SparkFunction:
@@ -43,6 +62,7 @@ class SparkFunction:
     anonymous: tuple[str, ...] = ()
     arity: tuple[int, int | None] = (0, None)
     summary: str = ""
+    monotonic: Monotonic | None = None
 
 
 class Registry:
@@ -59,6 +79,7 @@ class Registry:
         anonymous: tuple[str, ...] = (),
         arity: tuple[int, int | None] = (0, None),
         summary: str = "",
+        monotonic: Monotonic | None = None,
     ) -> Callable[[Implementation], Implementation]:
         def register(implementation: Implementation) -> Implementation:
             self.functions.append(
@@ -70,6 +91,7 @@ class Registry:
                     anonymous=anonymous,
                     arity=arity,
                     summary=summary or (implementation.__doc__ or "").strip().split("\n")[0],
+                    monotonic=monotonic,
                 )
             )
             return implementation
