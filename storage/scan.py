@@ -140,6 +140,10 @@ def _comparable(value: Any, literal: Any) -> tuple[Any, Any] | None:
     return None
 
 
+_NAN_MATCHES = frozenset({">", ">=", "!="})
+"""Comparisons a NaN row satisfies under Spark's ordering (NaN above all numbers)."""
+
+
 class _StatsView:
     """One file's statistics seen through logical column names."""
 
@@ -167,6 +171,14 @@ class _StatsView:
             return None
         return low_pair[0], high_pair[0], low_pair[1]
 
+    def is_floating(self, column: str) -> bool:
+        """Whether ``column`` is a float or double column (or unknown)."""
+        try:
+            f = _field(column, self.schema)
+        except InvalidArgumentError:
+            return True
+        return isinstance(f.type, PrimitiveType) and f.type.name in ("float", "double")
+
     def nulls(self, column: str) -> tuple[int, int] | None:
         try:
             f = _field(column, self.schema)
@@ -179,6 +191,10 @@ class _StatsView:
 
 def _may_match(predicate: Predicate, view: _StatsView) -> bool:
     if isinstance(predicate, Comparison):
+        if predicate.op in _NAN_MATCHES and view.is_floating(predicate.column):
+            # NaN is in no min/max statistic, and in Spark's order it is above
+            # every number and unequal to each: a NaN row may match these
+            return True
         known = view.bounds(predicate.column, predicate.value)
         if known is None:
             return True

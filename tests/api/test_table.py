@@ -5,6 +5,7 @@ public names only, with real files, a real Ray cluster, and peers
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -298,3 +299,24 @@ def test_load_snapshot_needs_no_ray_and_validates(workdir: Path) -> None:
         raydelta.load_snapshot(str(workdir / "t"), version=0, timestamp=0)
     with pytest.raises(raydelta.VersionNotFoundError):
         raydelta.load_snapshot(str(workdir / "t"), version=5)
+
+
+def test_stats_pruning_keeps_a_file_whose_nan_rows_may_match(workdir: Path) -> None:
+    """NaN is in no min/max statistic: a file of 2.0 and NaN has min = max =
+    2.0, yet its NaN row satisfies ``x != 2.0`` (and, in Spark's order, where
+    NaN is above every number, ``x > 100``): those comparisons never skip it."""
+    path = workdir / "nan"
+    schema = pa.schema([("x", pa.float64())])
+    table = raydelta.create_table(str(path), schema)
+    table.append(pa.table({"x": [2.0, float("nan")]}, schema=schema))
+    snap = table.snapshot()
+    (add,) = snap.add_files()
+    assert json.loads(add.stats or "{}")["maxValues"]["x"] == 2.0  # NaN left out of the stats
+    not_two = table.to_arrow(filter="x != 2.0").column("x").to_pylist()
+    assert len(not_two) == 1 and math.isnan(not_two[0])
+    for text in ("x != 2.0", "x > 100", "x >= 100"):
+        kept = prune_files(snap.files, as_predicate(text), snap.schema, [], "none")
+        assert kept.num_rows == 1, text
+    # min-side and equality pruning still skip it: NaN is neither below 1 nor equal to 5
+    for text in ("x < 1", "x = 5"):
+        assert prune_files(snap.files, as_predicate(text), snap.schema, [], "none").num_rows == 0
