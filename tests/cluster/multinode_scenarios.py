@@ -55,13 +55,13 @@ from raydelta.actors.checkpoint.actor import MAX_CONCURRENCY, CheckpointActor
 from raydelta.actors.cluster import (
     NAMESPACE,
     checkpoint_actor_name,
-    normalize_uri,
     start_actor,
     table_actor_name,
 )
 from raydelta.actors.table.actor import TableActor
 from raydelta.actors.table.client import TableClient
 from raydelta.protocol.actions import AddFile
+from raydelta.storage.table_location import normalize_uri
 
 TABLE_HOST = "table_host"
 SYSTEM_CONFIG = {
