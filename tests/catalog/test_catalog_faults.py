@@ -20,7 +20,6 @@ each txnId once; acknowledged commits are all there.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,27 +33,14 @@ import ray
 from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog_actor_name
 from raydelta.actors.cluster import NAMESPACE
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
-from raydelta.catalog import Catalog, CatalogTable
-from raydelta.protocol.actions import AddFile, CommitInfo, parse_actions
+from raydelta.catalog import Catalog
 from raydelta.storage.catalog.ratified_store import SqliteRatifiedStore
 from raydelta.storage.table_location import normalize_uri
+from tests.catalog.published_commits import add, check
 
 SCHEMA = pa.schema([("date", pa.string()), ("value", pa.int64())])
 
 pytestmark = pytest.mark.slow  # ~85 s: an actor restart (or two) per case
-
-
-def add(path: str) -> AddFile:
-    return AddFile.model_validate(
-        {
-            "path": path,
-            "partitionValues": {"date": "d"},
-            "size": 1,
-            "modificationTime": 0,
-            "dataChange": True,
-            "stats": json.dumps({"numRecords": 1}),
-        }
-    )
 
 
 @pytest.fixture(scope="module")
@@ -77,28 +63,6 @@ def faulty(ray_cluster: Any, tmp_path: Path, fault_file: Path) -> Iterator[Catal
     catalog = Catalog(name=name, root=str(tmp_path / "catalog"))
     yield catalog
     ray.kill(catalog.actor, no_restart=True)
-
-
-def published_txns(table: CatalogTable) -> dict[str, list[int]]:
-    log = Path(table.uri.removeprefix("file://")) / "_delta_log"
-    found: dict[str, list[int]] = {}
-    for name in os.listdir(log):
-        if len(name) == 25 and name.endswith(".json"):
-            info = parse_actions((log / name).read_bytes())[0]
-            assert isinstance(info, CommitInfo) and info.txn_id
-            found.setdefault(info.txn_id, []).append(int(name[:20]))
-    return found
-
-
-def check(catalog: Catalog, table: CatalogTable, acknowledged: dict[str, int]) -> None:
-    latest = table.version()
-    assert ray.get(catalog.actor.wait_published.remote(table.table_name, latest))
-    found = published_txns(table)
-    assert sorted(v for vs in found.values() for v in vs) == list(range(latest + 1))
-    for txn_id, version in acknowledged.items():
-        assert found.get(txn_id) == [version], txn_id
-    assert catalog.get_ratified_commits(table.table_name).commits == ()
-    assert table.snapshot().num_files == latest
 
 
 @pytest.mark.parametrize(
