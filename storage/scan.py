@@ -150,8 +150,9 @@ class _StatsView:
     def __init__(self, stats: FileStatistics, schema: StructType, mode: str) -> None:
         self.stats, self.schema, self.mode = stats, schema, mode
 
-    def bounds(self, column: str, literal: Any) -> tuple[Any, Any, Any] | None:
-        """``(min, max, literal)`` made comparable, or None when unknown."""
+    def bounds(self, column: str, literal: Any) -> tuple[Any, Any, Any, bool] | None:
+        """``(min, max, literal)`` made comparable, and whether the column is a
+        float or double one (its NaN rows are in neither bound); None when unknown."""
         try:
             f = _field(column, self.schema)
         except InvalidArgumentError:
@@ -169,15 +170,8 @@ class _StatsView:
             return None
         if low_pair is None or high_pair is None:
             return None
-        return low_pair[0], high_pair[0], low_pair[1]
-
-    def is_floating(self, column: str) -> bool:
-        """Whether ``column`` is a float or double column (or unknown)."""
-        try:
-            f = _field(column, self.schema)
-        except InvalidArgumentError:
-            return True
-        return isinstance(f.type, PrimitiveType) and f.type.name in ("float", "double")
+        floating = f.type.name in ("float", "double")
+        return low_pair[0], high_pair[0], low_pair[1], floating
 
     def nulls(self, column: str) -> tuple[int, int] | None:
         try:
@@ -191,14 +185,14 @@ class _StatsView:
 
 def _may_match(predicate: Predicate, view: _StatsView) -> bool:
     if isinstance(predicate, Comparison):
-        if predicate.op in _NAN_MATCHES and view.is_floating(predicate.column):
-            # NaN is in no min/max statistic, and in Spark's order it is above
-            # every number and unequal to each: a NaN row may match these
-            return True
         known = view.bounds(predicate.column, predicate.value)
         if known is None:
             return True
-        low, high, value = known
+        low, high, value, floating = known
+        if floating and predicate.op in _NAN_MATCHES:
+            # NaN is in no min/max statistic, and in Spark's order it is above
+            # every number and unequal to each: a NaN row may match these
+            return True
         try:
             return bool(
                 {
