@@ -21,10 +21,6 @@ NAMESPACE = "raydelta"
 """The Ray namespace of every raydelta actor."""
 
 
-def table_actor_name(table_uri: str) -> str:
-    return f"table:{table_uri}"
-
-
 def checkpoint_actor_name(table_uri: str) -> str:
     return f"checkpoint:{table_uri}"
 

@@ -241,6 +241,13 @@ class FileAlreadyExistsError(RaydeltaError):
     """Put-if-absent found the target already present."""
 
 
+class TableMovedError(RaydeltaError):
+    """The table host a call reached does not own the table (it was placed on
+    another host, or its claim was superseded): nothing was served. Table
+    handles catch it and send the call to the owner; it reaches a caller only
+    when the table keeps moving for longer than the handle retries."""
+
+
 # --- catalog-managed tables (CATALOG_MANAGED.md) -------------------------------
 
 

@@ -40,6 +40,11 @@ DEFAULT_WRITE_STATS_AS_STRUCT = False
 # raydelta's own: compact the log every k commits (unset: never).
 COMPACTION_INTERVAL = "raydelta.compactionInterval"
 
+# raydelta's own: the table gets a table host of its own instead of sharing one
+# of the pool's (a hot table: its commits never share a process). Read when the
+# table is activated; ``open_table(dedicated=True)`` does the same for one cluster.
+DEDICATED_HOST = "raydelta.dedicatedHost"
+
 # --- where data files may live --------------------------------------------------------------
 
 # raydelta's own: whether file actions may name absolute URIs outside the table root

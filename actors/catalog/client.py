@@ -60,13 +60,18 @@ class CatalogTableClient(TableClient):
             raise InvalidArgumentError(
                 f"commit_mode must be 'inline' or 'staged', got {commit_mode!r}"
             )
-        super().__init__(uri, catalog, storage_options, use_channel=False)
+        super().__init__(uri, storage_options, use_channel=False)
         self.catalog = catalog
         self.table_name = table_name
         self.token = token
         self.commit_mode: CommitMode = commit_mode
         self._last_version = -1
         self._last_ict = 0
+
+    @property
+    def actor(self) -> Any:
+        """The catalog's actor: it coordinates this table's commits."""
+        return self.catalog
 
     def __getstate__(self) -> dict[str, Any]:
         return {

@@ -1,11 +1,12 @@
-"""The commit channel: an opt-in direct socket from a table handle to its ``TableActor``.
+"""The commit channel: an opt-in direct socket from a table handle to its table host.
 
 A Ray actor call costs 1.3 to 2.5 ms on a busy 2-core node, most of it in the
 task machinery, while a commit's own work (check, rebase, fsync'd
 put-if-absent) is about 1 ms. A handle opened with ``use_channel=True`` (or
 with ``RAYDELTA_CHANNEL=1`` in its environment) therefore sends the hot,
 small calls (``commit``, ``create``, ``head``, ``tail``, ``version``,
-``ping``) over a plain TCP connection to a thread in the actor; everything
+``ping``) over a plain TCP connection to a thread in the table's host (one
+channel per host; each call names its table); everything
 else, and every call the channel cannot carry, goes through Ray. By default
 a handle uses Ray only, and an actor listens only once a client asked it for
 its address.
@@ -29,7 +30,7 @@ Invariants:
   the client answers with its own nonce and the HMAC-SHA256 of both under
   the actor incarnation's random token, the server checks it with
   ``hmac.compare_digest`` and proves knowing the token the same way. The
-  token crosses only Ray (:meth:`TableActor.channel_address`), never the
+  token crosses only Ray (:meth:`TableHost.channel_address`), never the
   socket. A connection that fails the handshake is closed before any call
   is read.
 - Timeouts: connecting and the handshake take at most
@@ -154,30 +155,36 @@ class _WithActions(_Frame):
         return [action_to_wrapper(a) for a in actions]
 
 
-class CommitCall(_Frame):
+class _CallFrame(_Frame):
+    """A call names its table: one channel serves every table of a host."""
+
+    table: str = Field(min_length=1)
+
+
+class CommitCall(_CallFrame):
     method: Literal["commit"] = "commit"
     request: CommitRequest
 
 
-class CreateCall(_Frame):
+class CreateCall(_CallFrame):
     method: Literal["create"] = "create"
     request: CommitRequest
 
 
-class HeadCall(_Frame):
+class HeadCall(_CallFrame):
     method: Literal["head"] = "head"
 
 
-class TailCall(_Frame):
+class TailCall(_CallFrame):
     method: Literal["tail"] = "tail"
     since_version: int = Field(ge=-1)
 
 
-class VersionCall(_Frame):
+class VersionCall(_CallFrame):
     method: Literal["version"] = "version"
 
 
-class PingCall(_Frame):
+class PingCall(_CallFrame):
     method: Literal["ping"] = "ping"
 
 
@@ -266,23 +273,23 @@ _CALLS: TypeAdapter[Any] = TypeAdapter(ChannelCall)
 _REPLIES: TypeAdapter[Any] = TypeAdapter(ChannelReply)
 
 
-def _call_frame(method: str, args: tuple[Any, ...]) -> _Frame:
-    """The typed call for ``actor.method(*args)``."""
+def _call_frame(table: str, method: str, args: tuple[Any, ...]) -> _Frame:
+    """The typed call for ``table.method(*args)``."""
     if method == "commit":
         (request,) = args
-        return CommitCall(request=request)
+        return CommitCall(table=table, request=request)
     if method == "create":
         (request,) = args
-        return CreateCall(request=request)
+        return CreateCall(table=table, request=request)
     if method == "tail":
         (since_version,) = args
-        return TailCall(since_version=since_version)
+        return TailCall(table=table, since_version=since_version)
     if method == "head" and not args:
-        return HeadCall()
+        return HeadCall(table=table)
     if method == "version" and not args:
-        return VersionCall()
+        return VersionCall(table=table)
     if method == "ping" and not args:
-        return PingCall()
+        return PingCall(table=table)
     raise ValueError(f"not a channel method: {method}{args!r}")
 
 
@@ -404,13 +411,13 @@ def handshake_mac(token: bytes, role: bytes, server_nonce: bytes, client_nonce: 
 
 
 class ChannelServer:
-    """Serves ``dispatch(method, args)`` to token holders, one thread per connection.
+    """Serves ``dispatch(table, method, args)`` to token holders, one thread per connection.
 
-    ``dispatch`` must run the call as the actor's Ray method of that name does
-    (the ``TableActor`` passes a function that takes its lock).
+    ``dispatch`` must run the call as the host's Ray call of that name does
+    (the ``TableHost`` passes a function that takes the table's lock).
     """
 
-    def __init__(self, host: str, dispatch: Callable[[str, tuple[Any, ...]], Any]) -> None:
+    def __init__(self, host: str, dispatch: Callable[[str, str, tuple[Any, ...]], Any]) -> None:
         token = secrets.token_bytes(32)
         outer = self
 
@@ -472,7 +479,7 @@ class ChannelServer:
     def _answer(self, call: Any) -> bytes:
         method: str = call.method
         try:
-            answer = _answer_frame(method, self._dispatch(method, _call_args(call)))
+            answer = _answer_frame(method, self._dispatch(call.table, method, _call_args(call)))
         except Exception as error:  # sent back, raised in the caller (or re-sent by Ray)
             answer = _error_answer(error)
         payload = answer.model_dump_json().encode()
@@ -523,8 +530,8 @@ class ChannelClient:
             raise
         self._sock = sock
 
-    def call(self, method: str, args: tuple[Any, ...]) -> Any:
-        """The method's result, or its exception re-raised here.
+    def call(self, table: str, method: str, args: tuple[Any, ...]) -> Any:
+        """``table``'s method's result, or its exception re-raised here.
 
         Raises :class:`ChannelClosed` (or another ``OSError``, ``TimeoutError``
         included) when the connection broke or timed out: the call may or may
@@ -533,7 +540,7 @@ class ChannelClient:
         channel (the connection stays usable). Raises ``ValueError`` for a
         method the channel does not carry.
         """
-        payload = _call_frame(method, args).model_dump_json().encode()
+        payload = _call_frame(table, method, args).model_dump_json().encode()
         send_frame(self._sock, payload)
         body = recv_frame(self._sock)
         try:

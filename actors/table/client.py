@@ -36,9 +36,7 @@ from raydelta.actors.cluster import (
     cleanup_actor_name,
     ensure_ray,
     find_actor,
-    start_actor,
     stop_actor,
-    table_actor_name,
 )
 from raydelta.actors.table.channel import (
     CHANNEL_METHODS,
@@ -46,6 +44,16 @@ from raydelta.actors.table.channel import (
     ChannelFallback,
     channel_enabled,
 )
+from raydelta.actors.table.placement import (
+    POOL,
+    HostSlot,
+    dedicated_slot,
+    forget_handle,
+    host_handle,
+    is_dedicated,
+    set_dedicated,
+)
+from raydelta.actors.table.routing import TableActorHandle
 from raydelta.actors.table.transaction import Transaction
 from raydelta.protocol import table_properties as props
 from raydelta.protocol.actions import (
@@ -56,7 +64,7 @@ from raydelta.protocol.actions import (
     Metadata,
     Protocol,
 )
-from raydelta.protocol.errors import TableNotFoundError
+from raydelta.protocol.errors import TableMovedError, TableNotFoundError
 from raydelta.protocol.events import (
     CommitCommitted,
     CommitConflict,
@@ -83,12 +91,13 @@ CHANNEL_RETRY_S = 30.0
 """After a failed channel connection, a thread uses Ray only for this long."""
 
 
-def _table_actor(uri: str, storage_options: dict[str, Any] | None) -> Any:
-    from raydelta.actors.table.actor import TableActor
-    from raydelta.storage.storage_options import parse_storage_options
+ROUTE_TIMEOUT_S = 120.0
+"""How long a call follows a table that moves (or a host that died) before it
+gives up: longer than the cluster takes to declare a lost node dead (Ray's
+default health checks: ~30 s), after which its tables have new owners."""
 
-    parse_storage_options(uri, storage_options)  # bad options: a typed error here, not in the actor
-    return start_actor(TableActor, table_actor_name(uri), uri, storage_options)
+ROUTE_BACKOFF_S = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+"""The pauses before successive re-routes (the last one repeats)."""
 
 
 def _default_protocol(properties: Mapping[str, str]) -> Protocol:
@@ -199,23 +208,33 @@ def commit_create(
 
 
 def release_table(uri: str) -> list[str]:
-    """Stop the table's actors in this cluster (its ``TableActor``, and its
-    ``CheckpointActor`` and ``CleanupActor`` if any) and forget their
-    subscriptions, giving their memory back; returns the names stopped.
+    """Deactivate the table on its host (a dedicated host is stopped and the
+    table goes back to the pool), stop its ``CheckpointActor`` and
+    ``CleanupActor`` if any, and forget its subscriptions, giving their memory
+    back; returns the names of what was stopped or deactivated.
 
-    Nothing is lost: every acknowledged commit is in the log. A later
-    :meth:`TableClient.open`, or the next call of a handle still held, starts a fresh
-    actor that rebuilds from the log.
+    Nothing is lost: every acknowledged commit is in the log. The next call of
+    any handle activates the table again from the log.
     """
-    from raydelta.actors.table.actor import forget_subscribers
+    from raydelta.actors.table.subscriptions import forget_subscribers
 
     normalized = normalize_uri(uri)
     stopped = []
-    for name in (
-        table_actor_name(normalized),
-        checkpoint_actor_name(normalized),
-        cleanup_actor_name(normalized),
-    ):
+    ray = ensure_ray()
+    if is_dedicated(normalized):
+        slot = dedicated_slot(normalized)
+        set_dedicated(normalized, False)
+        handle = find_actor(slot.name)
+        if handle is not None:
+            stop_actor(handle)
+            stopped.append(slot.name)
+        forget_handle(slot.name)
+    else:
+        slot = POOL.owner(normalized, dedicated=False, refresh=True)
+        handle = find_actor(slot.name)
+        if handle is not None and ray.get(handle.release.remote(normalized)):
+            stopped.append(slot.name)
+    for name in (checkpoint_actor_name(normalized), cleanup_actor_name(normalized)):
         handle = find_actor(name)
         if handle is not None:
             stop_actor(handle)
@@ -225,27 +244,47 @@ def release_table(uri: str) -> list[str]:
 
 
 class TableClient:
-    """A handle on one table's ``TableActor`` (cheap; create with :meth:`TableClient.open`).
+    """A handle on one table, wherever its coordinator is hosted (cheap; create
+    with :meth:`TableClient.open`).
 
     The log-level client: transactions of actions, blind appends of files the
-    caller wrote, snapshots served from the actor. :class:`raydelta.Table`
-    builds the data API on top of it.
+    caller wrote, snapshots served from the table's host. :class:`raydelta.Table`
+    builds the data API on top of it. Calls go to the host the placement names
+    (:mod:`raydelta.actors.table.placement`) and follow the table when it moves.
     """
 
     def __init__(
         self,
         uri: str,
-        actor: Any,
         storage_options: dict[str, Any] | None = None,
         *,
         use_channel: bool | None = None,
     ) -> None:
         self.uri = uri
-        self.actor = actor
         self.storage_options = storage_options
         self.use_channel = channel_enabled() if use_channel is None else use_channel
         self._cached: Snapshot | None = None
         self._channels = threading.local()
+        self._route: tuple[HostSlot, Any] | None = None
+
+    @property
+    def actor(self) -> Any:
+        """An actor-like handle on this table (``.ping.remote()``, ``.status.remote()``,
+        ``.subscribe.remote(name, handle)``...), whichever host holds it."""
+        return TableActorHandle(self)
+
+    @property
+    def host(self) -> Any:
+        """The Ray handle of the host the table is placed on now."""
+        return self._owner()[1]
+
+    def _owner(self, *, refresh: bool = False) -> tuple[HostSlot, Any]:
+        route = self._route
+        if route is None or refresh:
+            dedicated = is_dedicated(self.uri)
+            slot = POOL.owner(self.uri, dedicated=dedicated, refresh=refresh)
+            route = self._route = (slot, host_handle(slot))
+        return route
 
     @classmethod
     def open(
@@ -254,11 +293,18 @@ class TableClient:
         *,
         storage_options: dict[str, Any] | None = None,
         use_channel: bool | None = None,
+        dedicated: bool = False,
     ) -> Self:
-        """A handle on the table at ``uri``, starting its actor if none runs."""
+        """A handle on the table at ``uri``. ``dedicated=True`` gives the table a
+        host of its own in this cluster (a hot table: see
+        :mod:`raydelta.actors.table.placement`)."""
+        from raydelta.storage.storage_options import parse_storage_options
+
         normalized = normalize_uri(uri)
-        actor = _table_actor(normalized, storage_options)
-        return cls(normalized, actor, storage_options, use_channel=use_channel)
+        parse_storage_options(normalized, storage_options)  # bad options: a typed error here
+        if dedicated:
+            set_dedicated(normalized, True)
+        return cls(normalized, storage_options, use_channel=use_channel)
 
     @classmethod
     def create(
@@ -273,6 +319,7 @@ class TableClient:
         protocol: Protocol | None = None,
         storage_options: dict[str, Any] | None = None,
         use_channel: bool | None = None,
+        dedicated: bool = False,
     ) -> Self:
         """Create a new Delta table (version 0) at ``uri`` and return its handle.
 
@@ -281,7 +328,9 @@ class TableClient:
         ``mode``. Raises :class:`~raydelta.protocol.errors.TableAlreadyExistsError`
         if a table exists there.
         """
-        table = cls.open(uri, storage_options=storage_options, use_channel=use_channel)
+        table = cls.open(
+            uri, storage_options=storage_options, use_channel=use_channel, dedicated=dedicated
+        )
         commit_create(
             table,
             schema,
@@ -297,55 +346,72 @@ class TableClient:
         # connections belong to this process; the cached snapshot stays here too
         return {
             "uri": self.uri,
-            "actor": self.actor,
             "storage_options": self.storage_options,
             "use_channel": self.use_channel,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(  # type: ignore[misc]
-            state["uri"],
-            state["actor"],
-            state["storage_options"],
-            use_channel=state["use_channel"],
+            state["uri"], state["storage_options"], use_channel=state["use_channel"]
         )
 
     def _call(self, method: str, *args: Any) -> Any:
-        """``actor.method(*args)``: over this thread's channel when the handle
-        uses one and it can carry the call, else (or when the channel breaks or
-        times out) through Ray. Every channel method is read-only or idempotent,
-        so a call re-sent through Ray runs exactly once in effect."""
-        if self.use_channel and method in CHANNEL_METHODS:
-            client = self._channel()
-            if client is not None:
-                try:
-                    return client.call(method, args)
-                except ChannelFallback:  # not for the channel: through Ray below
-                    pass
-                except OSError:  # broke or timed out (ChannelClosed...): re-sent below
-                    self._drop_channel()
+        """``method(*args)`` on the table's host: over this thread's channel when
+        the handle uses one and it can carry the call, else (or when the channel
+        breaks or times out) through Ray. A call that finds the table moved, or
+        its host dead, is sent again to the owner the placement names then.
+        Every method is read-only or idempotent (commits carry their ``txnId``),
+        so a re-sent call runs exactly once in effect."""
         ray = ensure_ray()
-        try:
-            return ray.get(getattr(self.actor, method).remote(*args))
-        except ray.exceptions.ActorDiedError:
-            # stopped for good (release_table): a fresh actor rebuilds from the log, and
-            # a commit re-sent with its txnId gets the version it may already have won
-            self.actor = _table_actor(self.uri, self.storage_options)
-            self._drop_channel()
-            return ray.get(getattr(self.actor, method).remote(*args))
+        moved: Exception | None = None
+        deadline = time.monotonic() + ROUTE_TIMEOUT_S
+        attempt = 0
+        while attempt == 0 or time.monotonic() < deadline:
+            if attempt:
+                time.sleep(ROUTE_BACKOFF_S[min(attempt, len(ROUTE_BACKOFF_S) - 1)])
+            slot, host = self._owner(refresh=attempt > 0)
+            attempt += 1
+            try:
+                if self.use_channel and method in CHANNEL_METHODS:
+                    client = self._channel(slot, host)
+                    if client is not None:
+                        try:
+                            return client.call(self.uri, method, args)
+                        except ChannelFallback:  # not for the channel: through Ray below
+                            pass
+                        except OSError:  # broke or timed out (ChannelClosed...): re-sent below
+                            self._drop_channel()
+                if method == "commit":
+                    return ray.get(host.commit.remote(self.uri, self.storage_options, *args))
+                return ray.get(host.call.remote(self.uri, self.storage_options, method, *args))
+            except TableMovedError as error:
+                moved = error
+            except ray.exceptions.ActorDiedError as error:
+                # stopped for good (release_table, a retired host): the owner rebuilds
+                # from the log, and a commit re-sent with its txnId gets its version
+                forget_handle(slot.name)
+                self._drop_channel()
+                moved = error
+        raise TableMovedError(
+            f"{self.uri}: no host served the call within {ROUTE_TIMEOUT_S:.0f} s"
+        ) from moved
 
-    def _channel(self) -> ChannelClient | None:
-        """This thread's channel to the actor, connected on first use; None while
-        the actor has none or it could not be reached (retried after
+    def _channel(self, slot: HostSlot, host: Any) -> ChannelClient | None:
+        """This thread's channel to the table's host, connected on first use;
+        None while the host has none or it could not be reached (retried after
         :data:`CHANNEL_RETRY_S`)."""
         local = self._channels
         client: ChannelClient | None = getattr(local, "client", None)
+        if client is not None and getattr(local, "host", None) != slot.name:
+            self._drop_channel()
+            client = None
         if client is not None or time.monotonic() < getattr(local, "retry_at", 0.0):
             return client
         try:
-            address = ensure_ray().get(self.actor.channel_address.remote())
+            address = ensure_ray().get(host.channel_address.remote())
             if address is not None:
                 client = local.client = ChannelClient(address)
+                local.host = slot.name
             else:
                 local.retry_at = time.monotonic() + CHANNEL_RETRY_S
         except OSError:  # unreachable, refused or timed out: Ray only for a while

@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import deque
@@ -42,28 +43,28 @@ RATE_WINDOW_S = 60.0
 COMMIT_OUTCOMES = ("committed", "conflict", "rejected")
 
 
-class TableMetrics:
-    """The Ray metrics of one table's commits (absent, silently, where Ray cannot export)."""
+class _RayMetrics:
+    """The process's Ray metric objects, shared by every table it hosts (one
+    set per process, not per table: a host holds thousands of tables)."""
 
-    def __init__(self, table_uri: str) -> None:
-        self._tags = {"table": table_uri}
-        self._commits: Any = None
-        self._rebases: Any = None
-        self._latency: Any = None
+    def __init__(self) -> None:
+        self.commits: Any = None
+        self.rebases: Any = None
+        self.latency: Any = None
         try:
             from ray.util.metrics import Counter, Histogram
 
-            self._commits = Counter(
+            self.commits = Counter(
                 "raydelta_commits",
                 description="Commit requests answered by the TableActor, by outcome.",
                 tag_keys=("table", "outcome"),
             )
-            self._rebases = Counter(
+            self.rebases = Counter(
                 "raydelta_commit_rebases",
                 description="Commits that lost a race and were rebased onto the winners.",
                 tag_keys=("table",),
             )
-            self._latency = Histogram(
+            self.latency = Histogram(
                 "raydelta_commit_latency_seconds",
                 description="Time the TableActor spent on one commit request.",
                 boundaries=list(LATENCY_BOUNDARIES_S),
@@ -71,6 +72,22 @@ class TableMetrics:
             )
         except Exception:  # no Ray worker context, or an old Ray: counters only
             logger.debug("Ray metrics unavailable", exc_info=True)
+
+
+@functools.cache
+def _ray_metrics() -> _RayMetrics:
+    return _RayMetrics()
+
+
+class TableMetrics:
+    """The Ray metrics of one table's commits (absent, silently, where Ray cannot export)."""
+
+    def __init__(self, table_uri: str) -> None:
+        self._tags = {"table": table_uri}
+        shared = _ray_metrics()
+        self._commits: Any = shared.commits
+        self._rebases: Any = shared.rebases
+        self._latency: Any = shared.latency
 
     def commit(self, outcome: str, seconds: float, *, rebased: bool) -> None:
         try:

@@ -1,13 +1,16 @@
-"""``raydelta status [--address A] [--json]``: the tables whose actors are running,
-and the catalogs' tables whose locations overlap.
+"""``raydelta status [--address A] [--json]``: the table hosts and the tables
+each holds, and the catalogs' tables whose locations overlap.
 
 Registered by :mod:`raydelta.cli` (an extension module). Attaches to the
 Ray cluster at ``--address`` (default ``auto``: the cluster this machine
-runs, or ``RAY_ADDRESS``), lists the named ``TableActor`` s of raydelta's
-namespace and asks each for :meth:`~raydelta.actors.table.actor.TableActor.status`
-(answered from memory, outside the actor's commit lock). One line per
-table: version, queue depth, commits/s over the last minute, conflicts,
-restarts, node; ``--json`` prints the documents as one JSON list.
+runs, or ``RAY_ADDRESS``), lists the named table hosts of raydelta's
+namespace and asks each for :meth:`~raydelta.actors.table.host.TableHost.status`
+(answered from memory, outside every table's lock). First one line per
+host: node, pid, memory, tables active and deactivated, restarts; then one
+line per active table: version, queue depth, commits/s over the last
+minute, conflicts, idle time, its host. ``--json`` prints one JSON list: an entry
+per active table (its status merged with its host's fields) and an entry per
+host (``"table": "-"``, with ``active``, ``deactivated``, ``inactive``).
 
 Every running ``Catalog`` actor is asked for its
 :meth:`~raydelta.actors.catalog.locations.CatalogLocations.location_report`:
@@ -18,8 +21,8 @@ other); in ``--json`` they are entries of the same list with a ``catalog``
 key (``table``, ``location``, ``relation``, ``overlaps``,
 ``other_location``), so every entry keeps its ``table`` key.
 
-Invariants: read-only (it never starts an actor: a table whose actor does
-not answer within :data:`STATUS_TIMEOUT_S` is listed with its error), and it
+Invariants: read-only (it never starts an actor or activates a table: a host
+that does not answer within :data:`STATUS_TIMEOUT_S` is listed with its error), and it
 never starts a cluster (no cluster at the address is an error).
 """
 
@@ -40,14 +43,14 @@ STATUS_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
 """How long the GCS port of ``--address host:port`` may take to accept."""
 
-TABLE_PREFIX = "table:"
+HOST_PREFIX = "table-host:"
 CATALOG_PREFIX = "catalog:"
 
 
-def table_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
-    """``status()`` of every running ``TableActor`` in the cluster this process
-    is attached to, sorted by table; an actor that does not answer gives
-    ``{"table": ..., "error": ...}``."""
+def host_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
+    """``status()`` of every running table host in the cluster this process is
+    attached to, sorted by host name; a host that does not answer gives
+    ``{"host": ..., "error": ...}``."""
     import ray
 
     from raydelta.actors.cluster import NAMESPACE
@@ -55,7 +58,7 @@ def table_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any
     names = sorted(
         entry["name"]
         for entry in ray.util.list_named_actors(all_namespaces=True)
-        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(TABLE_PREFIX)
+        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(HOST_PREFIX)
     )
     pending: list[tuple[str, Any]] = []
     statuses: list[dict[str, Any]] = []
@@ -66,13 +69,21 @@ def table_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any
             continue
         pending.append((name, handle.status.remote()))
     for name, ref in pending:
-        table = name[len(TABLE_PREFIX) :]
         try:
             statuses.append(ray.get(ref, timeout=timeout_s))
-        except Exception as exc:  # a dead, restarting or hung actor: say so, go on
+        except Exception as exc:  # a dead, restarting or hung host: say so, go on
             ray.cancel(ref)
-            statuses.append({"table": table, "error": f"{type(exc).__name__}: {exc}"})
+            statuses.append({"host": name, "error": f"{type(exc).__name__}: {exc}"})
     return statuses
+
+
+def table_statuses(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per active table of ``hosts``: its status with its host's fields."""
+    entries: list[dict[str, Any]] = []
+    for host in hosts:
+        fields = {k: v for k, v in host.items() if k not in ("tables", "inactive")}
+        entries.extend({**fields, **table} for table in host.get("tables", ()))
+    return sorted(entries, key=lambda entry: str(entry["table"]))
 
 
 def catalog_overlaps(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
@@ -112,17 +123,29 @@ def _overlap_row(entry: dict[str, Any]) -> list[str]:
     return [entry["catalog"], entry["table"], entry["location"], entry["relation"], other]
 
 
+def _host_row(host: dict[str, Any]) -> list[str]:
+    if "error" in host:
+        return [host["host"], "-", "-", "-", "-", "-", host["error"][:60]]
+    return [
+        host["host"][len(HOST_PREFIX) :][:40],
+        f"{host['node_ip']} {host['node_id'][:12]}",
+        str(host["pid"]),
+        f"{host['rss_bytes'] / 2**20:.0f} MB",
+        str(host["active"]),
+        str(host["deactivated"]),
+        str(host["host_restarts"]),
+    ]
+
+
 def _row(status: dict[str, Any]) -> list[str]:
-    if "error" in status:
-        return [status["table"], "-", "-", "-", "-", "-", status["error"][:60]]
     return [
         status["table"],
         str(status["version"]),
         str(status["queue_depth"]),
         f"{status['commits_per_second']:.1f}",
         str(status["conflicts"]),
-        str(status["restarts"]),
-        f"{status['node_ip']} {status['node_id'][:12]}",
+        f"{status['idle_s']:.0f}s",
+        status["host"][len(HOST_PREFIX) :][:24],
     ]
 
 
@@ -160,18 +183,29 @@ def _status(args: argparse.Namespace) -> int:
         sys.stderr.write(f"no Ray cluster at {args.address}: {exc}\n")
         return 2
     try:
-        statuses = table_statuses()
+        hosts = host_statuses()
         overlaps = catalog_overlaps()
     finally:
         ray.shutdown()
+    statuses = table_statuses(hosts)
     if args.json:
-        sys.stdout.write(json.dumps(statuses + overlaps, indent=2, sort_keys=True) + "\n")
+        host_entries = [
+            {**{k: v for k, v in h.items() if k != "tables"}, "table": "-"} for h in hosts
+        ]
+        document = statuses + host_entries + overlaps
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
         return 0
-    if not statuses:
-        sys.stdout.write("no table actors are running\n")
+    if not hosts:
+        sys.stdout.write("no table hosts are running\n")
     else:
         _print_rows(
-            ["table", "version", "queue", "commits/s", "conflicts", "restarts", "node"],
+            ["host", "node", "pid", "memory", "active", "deactivated", "restarts"],
+            [_host_row(host) for host in hosts],
+        )
+    if statuses:
+        sys.stdout.write("\n")
+        _print_rows(
+            ["table", "version", "queue", "commits/s", "conflicts", "idle", "host"],
             [_row(status) for status in statuses],
         )
     if overlaps:
@@ -187,7 +221,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
     """Add the ``status`` subcommand (see :data:`raydelta.cli.EXTENSION_MODULES`)."""
-    parser = subparsers.add_parser("status", help="the tables whose actors are running")
+    parser = subparsers.add_parser("status", help="the table hosts and the tables they hold")
     parser.add_argument(
         "--address", default="auto", help="Ray cluster address (default: auto / RAY_ADDRESS)"
     )

@@ -157,14 +157,14 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return True
 
 
-def commit_frame(make_add: MakeAdd, path: str) -> tuple[str, bytes]:
+def commit_frame(make_add: MakeAdd, uri: str, path: str) -> tuple[str, bytes]:
     request = CommitRequest(
         txn_id=f"raw-{secrets.token_hex(8)}",
         read_set=ReadSet(read_version=None),
         actions=(make_add(path),),
         commit_time_ms=int(time.time() * 1000),
     )
-    return request.txn_id, CommitCall(request=request).model_dump_json().encode()
+    return request.txn_id, CommitCall(table=uri, request=request).model_dump_json().encode()
 
 
 # --- the same answers as Ray ------------------------------------------------------------
@@ -263,10 +263,11 @@ def test_a_broken_channel_falls_back_to_ray_exactly_once(
 def test_a_restarted_actor_serves_a_new_channel(
     channel_table: tuple[str, TableClient], make_add: MakeAdd
 ) -> None:
-    _, table = channel_table
-    table.append_files(make_add(f"date={P1}/a.parquet"))
+    uri, _ = channel_table
+    table = TableClient.open(uri, use_channel=True, dedicated=True)  # killing its host kills
+    table.append_files(make_add(f"date={P1}/a.parquet"))  # no other test's table
     before = address_of(table)
-    ray.kill(table.actor, no_restart=False)
+    ray.kill(table.host, no_restart=False)
     # ray.kill only asks: the old process may answer a little longer, so wait
     # until the restarted incarnation answers (it serves a channel of its own)
     deadline = time.monotonic() + 60
@@ -366,7 +367,7 @@ def test_a_wrong_token_is_refused_and_nothing_is_run(
         challenge = recv_frame(sock)
         guess = handshake_mac(b"x" * 32, b"client", challenge, b"n" * NONCE_BYTES)
         send_frame(sock, b"n" * NONCE_BYTES + guess)
-        txn_id, frame = commit_frame(make_add, f"date={P1}/intruder.parquet")
+        txn_id, frame = commit_frame(make_add, uri, f"date={P1}/intruder.parquet")
         with contextlib.suppress(OSError):
             send_frame(sock, frame)
         assert closed_by_peer(sock)
@@ -400,7 +401,7 @@ def test_the_token_never_crosses_the_socket(
     recorder = peers(record)
     client = ChannelClient(ChannelAddress("127.0.0.1", recorder.port, real.token))
     with pytest.raises(OSError):  # the recorder takes the call and hangs up
-        client.call("version", ())
+        client.call("file:///any", "version", ())
     client.close()
     assert recorder.received and real.token not in bytes(recorder.received)
     assert real.token.hex().encode() not in bytes(recorder.received)
@@ -447,12 +448,12 @@ def test_a_pickle_payload_is_refused_without_being_unpickled(
 
 
 def test_only_the_channel_methods_travel(channel_table: tuple[str, TableClient]) -> None:
-    _, table = channel_table
+    uri, table = channel_table
     client = ChannelClient(address_of(table))
     try:
-        assert client.call("version", ()) == 0
+        assert client.call(uri, "version", ()) == 0
         with pytest.raises(ValueError, match="not a channel method"):
-            client.call("state", ())  # file tables never travel over the channel
+            client.call(uri, "state", ())  # file tables never travel over the channel
         send_frame(client._sock, json.dumps({"method": "state"}).encode())
         assert json.loads(recv_frame(client._sock))["kind"] == "refused"
     finally:

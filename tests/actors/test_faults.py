@@ -31,10 +31,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from raydelta.actors.cluster import NAMESPACE
 from raydelta.actors.faults import FAULT_FILE_ENV, arm
-from raydelta.actors.table.actor import TableActor, actor_name
 from raydelta.actors.table.client import TableClient
+from raydelta.actors.table.placement import dedicated_slot, host_handle, set_dedicated
 from raydelta.protocol.actions import Action, AddFile, CommitInfo
 from raydelta.storage.snapshot import load_snapshot
 from raydelta.storage.table_location import normalize_uri
@@ -76,12 +75,11 @@ def faulty_table(
     actor's channel or only through Ray (both must be exactly-once)."""
     uri = normalize_uri(str(tmp_path / "table"))
     arm(str(fault_file))  # nothing armed yet
-    handle = TableActor.options(  # type: ignore[attr-defined]
-        name=actor_name(uri),
-        namespace=NAMESPACE,
-        lifetime="detached",
-        runtime_env={"env_vars": {FAULT_FILE_ENV: str(fault_file)}},
-    ).remote(uri, None)
+    set_dedicated(uri, True)  # a host of its own, which reads the fault file
+    handle = host_handle(
+        dedicated_slot(uri),
+        options={"runtime_env": {"env_vars": {FAULT_FILE_ENV: str(fault_file)}}},
+    )
     table = TableClient.create(
         uri,
         schema=pa.schema([("date", pa.string()), ("value", pa.int64())]),
@@ -270,7 +268,7 @@ def test_a_restarted_actor_keeps_its_subscribers_and_publishes_a_retried_commit(
     died with the process is published when its retry is answered."""
     ft = faulty_table
     collector = ray_cluster.remote(num_cpus=0)(_Collector).remote()
-    ray_cluster.get(ft.handle.subscribe.remote("collector", collector))
+    ray_cluster.get(ft.table.actor.subscribe.remote("collector", collector))
     ft.arm("after_put")
     acknowledge_some(ft, make_add, 2)  # v1 (crash after its put, retried), v2
     assert ft.armed() == []  # the crash did happen
@@ -287,7 +285,7 @@ def test_subscribers_still_hear_of_commits_after_a_restart(
 ) -> None:
     ft = faulty_table
     collector = ray_cluster.remote(num_cpus=0)(_Collector).remote()
-    ray_cluster.get(ft.handle.subscribe.remote("collector", collector))
+    ray_cluster.get(ft.table.actor.subscribe.remote("collector", collector))
     acknowledge_some(ft, make_add, 1)  # v1
     ft.arm("after_put")
     acknowledge_some(ft, make_add, 2)  # v2 (crash after its put), v3
@@ -306,7 +304,7 @@ def test_a_subscriber_without_last_seen_version_hears_the_latest_commit_again(
 ) -> None:
     ft = faulty_table
     collector = ray_cluster.remote(num_cpus=0)(_PlainCollector).remote()
-    ray_cluster.get(ft.handle.subscribe.remote("plain", collector))
+    ray_cluster.get(ft.table.actor.subscribe.remote("plain", collector))
     acknowledge_some(ft, make_add, 1)  # v1
     ft.arm("after_put")
     acknowledge_some(ft, make_add, 1)  # v2, crash after its put

@@ -715,27 +715,35 @@ def test_row_ids_never_overlap_across_concurrent_commits(
 def test_release_table_stops_its_actors_and_a_held_handle_carries_on(
     new_table: NewTable, make_add: MakeAdd, ray_cluster: Any
 ) -> None:
+    """Tables are hosted: releasing one deactivates it on its host (its state
+    dropped) and stops its maintenance actors; a handle still held reactivates
+    it from the log, under a new claim."""
     from raydelta.actors.checkpoint.actor import ensure_checkpointer
     from raydelta.actors.table.client import release_table
 
     uri, table = new_table()
     commit_adds(table, make_add(f"date={P1}/a.parquet"))
     ensure_checkpointer(table)
-    before = table.actor._actor_id
+    before = ray_cluster.get(table.actor.status.remote())
+    host = before["host"]
     names = {a["name"] for a in ray_cluster.util.list_named_actors(all_namespaces=True)}
-    assert {f"table:{uri}", f"checkpoint:{uri}"} <= names
+    assert {host, f"checkpoint:{uri}"} <= names
 
     stopped = release_table(uri)
-    assert set(stopped) == {f"table:{uri}", f"checkpoint:{uri}"}
+    assert set(stopped) == {host, f"checkpoint:{uri}"}
     names = {a["name"] for a in ray_cluster.util.list_named_actors(all_namespaces=True)}
-    assert not {f"table:{uri}", f"checkpoint:{uri}"} & names
+    assert f"checkpoint:{uri}" not in names
+    assert host in names  # the host stays: it holds other tables
+    assert ray_cluster.get(table.host.table_status.remote(uri)) is None  # not active
+    assert uri in ray_cluster.get(table.host.status.remote())["inactive"]
 
-    # the handle still held starts a fresh actor, which rebuilt everything from the log
+    # the handle still held reactivates the table, rebuilt from the log
     txn = table.transaction().add(make_add(f"date={P1}/b.parquet"))
     assert txn.commit() == 2
-    assert table.actor._actor_id != before
+    after = ray_cluster.get(table.actor.status.remote())
+    assert after["claim"] > before["claim"] and after["commits"] == 1
     assert table.snapshot().num_files == 2
-    assert release_table(uri) == [f"table:{uri}"]  # no checkpointer was started again
+    assert release_table(uri) == [host]  # no checkpointer was started again
     assert TableClient.open(uri).version() == 2
 
 

@@ -3,7 +3,7 @@
 ``python tests/cluster/multinode_scenarios.py WORKDIR OUT.json`` starts a
 ``ray.cluster_utils.Cluster`` (a head and three worker nodes, each its own
 raylet, object store and workers; the workers carry the custom resource
-``table_host`` so table actors go there), runs the scenarios below on tables
+``table_host`` and only they join the pool of table hosts), runs the scenarios below on tables
 under ``WORKDIR`` and writes what each observed to ``OUT.json``. The test
 module (:mod:`tests.cluster.test_multinode`) checks those observations
 against the tables' logs on disk.
@@ -52,14 +52,9 @@ import ray
 from ray.cluster_utils import Cluster
 
 from raydelta.actors.checkpoint.actor import MAX_CONCURRENCY, CheckpointActor
-from raydelta.actors.cluster import (
-    NAMESPACE,
-    checkpoint_actor_name,
-    start_actor,
-    table_actor_name,
-)
-from raydelta.actors.table.actor import TableActor
+from raydelta.actors.cluster import NAMESPACE, checkpoint_actor_name, start_actor
 from raydelta.actors.table.client import TableClient
+from raydelta.actors.table.placement import HOST_RESOURCE_ENV
 from raydelta.protocol.actions import AddFile
 from raydelta.storage.table_location import normalize_uri
 
@@ -116,11 +111,8 @@ def make_add(path: str) -> AddFile:
 
 
 def new_table(path: Path) -> TableClient:
-    """A table whose actor is placed on a worker node (``table_host``)."""
+    """A table hosted on a worker node (only nodes with ``table_host`` join the pool)."""
     uri = normalize_uri(str(path))
-    start_actor(
-        TableActor, table_actor_name(uri), uri, None, options={"resources": {TABLE_HOST: 0.01}}
-    )
     import pyarrow as pa
 
     return TableClient.create(uri, schema=pa.schema([("id", pa.int64())]))
@@ -305,7 +297,7 @@ def scenario_zombie(cluster: Cluster, root: Path) -> dict[str, Any]:
         try:
             client = ChannelClient(old_address)
             try:
-                reply = client.call("commit", (request,))
+                reply = client.call(table.uri, "commit", (request,))
                 direct["reply"] = reply.model_dump(mode="json", by_alias=True)
             finally:
                 client.close()
@@ -420,7 +412,13 @@ def main(workdir: str, out: str, names: list[str]) -> int:
         for _ in range(3):  # started one after another, registered together
             add_worker(cluster, wait=False)
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False)
+        os.environ[HOST_RESOURCE_ENV] = TABLE_HOST  # table hosts on the workers only
+        ray.init(
+            address=cluster.address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            runtime_env={"env_vars": {HOST_RESOURCE_ENV: TABLE_HOST}},
+        )
         results["cluster_start_s"] = time.monotonic() - started
         for name in names or list(SCENARIOS):
             workers = sum(1 for n in ray.nodes() if n["Alive"] and TABLE_HOST in n["Resources"])

@@ -38,9 +38,9 @@ def delta_rs_rows(uri: str) -> pa.Table:
 
 
 def _kill(table: Any) -> None:
-    import ray
+    from raydelta import release_table
 
-    ray.kill(table.actor)
+    release_table(table.uri)
 
 
 def test_spark_appends_and_overwrites_commit_through_the_actor(
