@@ -76,11 +76,13 @@ def create_table(
     description: str | None = None,
     storage_options: dict[str, Any] | None = None,
     use_channel: bool | None = None,
+    dedicated: bool = False,
 ) -> Table:
     """Create a Delta table at ``uri`` (version 0) and return its handle.
 
     ``mode="error"`` raises :class:`TableAlreadyExistsError` when a table is
     there; ``mode="ignore"`` returns the existing table unchanged.
+    ``dedicated`` as for :func:`open_table`.
     """
     _check_choice("mode", mode, ("error", "ignore"))
     if not isinstance(schema, pa.Schema):
@@ -90,7 +92,9 @@ def create_table(
     missing = [c for c in partition_by if c not in schema.names]
     if missing:
         raise InvalidArgumentError(f"partition columns {missing} are not in the schema")
-    table = Table.open(uri, storage_options=storage_options, use_channel=use_channel)
+    table = Table.open(
+        uri, storage_options=storage_options, use_channel=use_channel, dedicated=dedicated
+    )
     try:
         commit_create(
             table.client,
@@ -107,16 +111,25 @@ def create_table(
 
 
 def open_table(
-    uri: str, *, storage_options: dict[str, Any] | None = None, use_channel: bool | None = None
+    uri: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    use_channel: bool | None = None,
+    dedicated: bool = False,
 ) -> Table:
-    """The handle of the existing table at ``uri`` (its actor is started if none
-    runs); raises :class:`TableNotFoundError` when there is no table.
+    """The handle of the existing table at ``uri`` (activated on its table host
+    at the first call); raises :class:`TableNotFoundError` when there is no table.
 
     ``use_channel=True`` sends the small hot calls (commit, head) over the
-    actor's direct, authenticated socket instead of Ray (opt-in; also
+    host's direct, authenticated socket instead of Ray (opt-in; also
     ``RAYDELTA_CHANNEL=1``): faster commits, and every call falls back to Ray
-    when the socket fails (exactly once by the commit's ``txnId``)."""
-    table = Table.open(uri, storage_options=storage_options, use_channel=use_channel)
+    when the socket fails (exactly once by the commit's ``txnId``).
+    ``dedicated=True`` gives a hot table a host process of its own in this
+    cluster (otherwise it shares one of the pool's hosts with other tables);
+    ``release_table`` sends it back to the pool."""
+    table = Table.open(
+        uri, storage_options=storage_options, use_channel=use_channel, dedicated=dedicated
+    )
     if table.version() < 0:
         raise TableNotFoundError(f"no Delta table at {table.uri}")
     return table
@@ -146,9 +159,13 @@ class Table:
         *,
         storage_options: dict[str, Any] | None = None,
         use_channel: bool | None = None,
+        dedicated: bool = False,
     ) -> Self:
-        """A handle on the table at ``uri``, starting its actor if none runs."""
-        return cls(TableClient.open(uri, storage_options=storage_options, use_channel=use_channel))
+        """A handle on the table at ``uri`` (``dedicated`` as for :func:`open_table`)."""
+        client = TableClient.open(
+            uri, storage_options=storage_options, use_channel=use_channel, dedicated=dedicated
+        )
+        return cls(client)
 
     # --- the client's log-level face ----------------------------------------------------
 
@@ -167,7 +184,8 @@ class Table:
 
     @property
     def actor(self) -> Any:
-        """The Ray handle of the table's actor (a fresh one after a restart)."""
+        """An actor-like handle on the table wherever it is hosted
+        (:class:`~raydelta.actors.table.routing.TableActorHandle`)."""
         return self.client.actor
 
     def version(self) -> int:

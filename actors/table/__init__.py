@@ -1,5 +1,8 @@
-"""A table's history: the ``TableActor`` (:mod:`.actor`), the Ray-free commit
-coordinator it wraps (:mod:`.coordinator`), the log-level client and its
-transactions (:mod:`.client`, :mod:`.transaction`), the opt-in commit
-channel (:mod:`.channel`), the incarnation fence (:mod:`.incarnation`) and
-the actor's metrics (:mod:`.metrics`)."""
+"""A table's history, hosted: the table hosts (:mod:`.host`) and the tables
+they hold (:mod:`.hosted`), where each table lives (:mod:`.placement`) and
+the claim that makes its owner the only one (:mod:`.ownership`), the Ray-free
+commit coordinator a hosted table wraps (:mod:`.coordinator`), the log-level
+client and its transactions (:mod:`.client`, :mod:`.transaction`,
+:mod:`.routing`), the opt-in commit channel (:mod:`.channel`), the
+incarnation fence (:mod:`.incarnation`), subscriptions
+(:mod:`.subscriptions`) and metrics (:mod:`.metrics`)."""
