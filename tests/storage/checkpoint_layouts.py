@@ -14,6 +14,7 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 LAYOUTS = {
@@ -47,6 +48,10 @@ def relayout_checkpoint(root: Path, version: int, *, rows_per_group: int, parts:
     if parts == 1:
         pq.write_table(table, single, row_group_size=rows_per_group)
         return
+    if "checkpointMetadata" in table.column_names:
+        # a multi-part checkpoint follows the V1 spec (no checkpointMetadata)
+        table = table.filter(pc.is_null(table.column("checkpointMetadata")))
+        table = table.drop_columns(["checkpointMetadata"])
     for index in range(parts):
         start = index * table.num_rows // parts
         end = (index + 1) * table.num_rows // parts
