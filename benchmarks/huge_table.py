@@ -29,6 +29,14 @@ Every checkpoint is read back: at <= 1M files its live files must equal a
 full replay's (path, deletion vector, size, stats), above only the counts
 (a replay of 10M files would not fit next to the other engineers' work).
 
+Checkpoint layouts (issue 32): ``--layouts auto,64k,1m,1mx10`` measures
+each size once per layout of its source checkpoint: ``auto`` is the
+builder's own (row groups sized by bytes, one file), ``64k`` / ``1m`` one
+file of 65,536- / 1,000,000-row groups, ``<rows>x<parts>`` a multi-part
+checkpoint of that many parts. A layout other than ``auto`` is recorded in
+each of its rows (``checkpoint_layout``, with the files' measured row groups
+under ``tables``) and suffixes its steps (``snapshot@1m``, ``checkpoint@1mx10``).
+
 Top-level ``unit``/``ours``/``peer``/``ratio``: the 1M-file cold snapshot's
 peak RSS, ours vs delta-rs (goal ratio <= 0.75).
 
@@ -61,6 +69,29 @@ TABLE_ENV = "RAYDELTA_BENCH_TABLE"
 SIDECARS_ENV = "RAYDELTA_BENCH_SIDECARS"
 SCAN_BATCH_ROWS = 65_536
 SUFFIXES = {"k": 1_000, "m": 1_000_000}
+LAYOUT_ROWS = {"64k": 65_536, "1m": 1_000_000}
+"""Row-group sizes by their usual names (64k is a power of two, as writers use)."""
+
+
+def parse_layout(text: str) -> dict[str, Any]:
+    """``"auto"`` -> the builder's own; ``"1m"`` -> 1M-row groups, one file;
+    ``"64kx4"`` -> 64k-row groups in a 4-part checkpoint (``label`` keeps the text).
+
+    >>> parse_layout("64kx4")
+    {'label': '64kx4', 'rows_per_group': 65536, 'checkpoint_parts': 4}
+    """
+    text = text.strip().lower()
+    if text == "auto":
+        return {"label": "auto", "rows_per_group": None, "checkpoint_parts": 1}
+    rows, _, parts = text.partition("x")
+    layout = {
+        "label": text,
+        "rows_per_group": LAYOUT_ROWS.get(rows) or parse_size(rows),
+        "checkpoint_parts": int(parts) if parts else 1,
+    }
+    if layout["rows_per_group"] < 1 or layout["checkpoint_parts"] < 1:
+        raise ValueError(f"a layout needs rows >= 1 and parts >= 1, got {text!r}")
+    return layout
 
 
 def parse_size(text: str) -> int:
@@ -506,6 +537,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"steps to measure (of {','.join(STEPS)}); with --merge the others keep"
         " their recorded rows",
     )
+    parser.add_argument(
+        "--layouts",
+        default="auto",
+        help="source checkpoint layouts, e.g. auto,64k,1m,1mx10 (see the module docstring)",
+    )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--merge",
@@ -546,6 +582,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.common import RESULTS_DIR
 
         previous = json.loads((RESULTS_DIR / f"{NAME}.json").read_text(encoding="utf-8"))
+    try:
+        layouts = [parse_layout(text) for text in ns.layouts.split(",") if text.strip()]
+    except ValueError as exc:
+        parser.error(str(exc))
     steps = [step for step in ns.steps.split(",") if step.strip()]
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
@@ -559,6 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir=workdir,
         save=save,
         previous=previous,
+        layouts=layouts,
     )
     failed = [c for c in result["checks"] if not c["ok"]]
     for check in failed:

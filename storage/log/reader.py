@@ -202,9 +202,11 @@ def read_parquet_actions(
 ) -> pa.Table:
     """The rows of a checkpoint/sidecar parquet file at ``path`` that hold one
     of the ``wanted`` action columns (those columns only), read in bounded
-    batches (:func:`raydelta.storage.log.read_bound.checkpoint_read_rows`):
-    meant for the few non-file rows, never a whole file's file actions."""
-    return read_rows_of_columns(store, path, wanted, read_rows=read_rows)
+    batches (:func:`raydelta.storage.log.read_bound.checkpoint_read_rows`)
+    from every row group (none is skipped by its statistics: this also
+    proves the columns decode): meant for the few non-file rows, never a
+    whole file's file actions."""
+    return read_rows_of_columns(store, path, wanted, read_rows=read_rows, every_group=True)
 
 
 def _set_rows(batch: pa.RecordBatch, names: Collection[str]) -> pa.RecordBatch:
@@ -542,18 +544,28 @@ def _row_groups_with_rows(
 
 
 def read_rows_of_columns(
-    store: LogStore, path: str, wanted: Sequence[str], *, read_rows: int | None = None
+    store: LogStore,
+    path: str,
+    wanted: Sequence[str],
+    *,
+    read_rows: int | None = None,
+    every_group: bool = False,
 ) -> pa.Table:
     """The rows of a parquet checkpoint part that hold one of the ``wanted``
     action columns (those columns only), read only from the row groups that
-    hold any (see :func:`_row_groups_with_rows`), a bounded batch at a time:
-    a row group of a million ``add`` rows and one ``metaData`` row costs one
-    batch of decoding, and one row is kept."""
+    hold any (see :func:`_row_groups_with_rows`; all of them with
+    ``every_group``), a bounded batch at a time: a row group of a million
+    ``add`` rows and one ``metaData`` row costs bounded batches of decoding,
+    and one row is kept."""
     rows = checkpoint_read_rows(read_rows)
     try:
         with open_checkpoint_parquet(store, path) as parquet:
             columns = _parquet_columns(parquet.schema_arrow, wanted)
-            groups = _row_groups_with_rows(parquet.metadata, wanted)
+            groups = (
+                list(range(parquet.metadata.num_row_groups))
+                if every_group
+                else _row_groups_with_rows(parquet.metadata, wanted)
+            )
             kept = [
                 _set_rows(batch, wanted)
                 for batch in iter_checkpoint_batches(
