@@ -504,7 +504,11 @@ def iter_file_action_batches(
             found = True
             contents = CheckpointContents()
             contents.add_parquet_table(pa.Table.from_batches([batch]))
+            del batch
             yield (*_canonical(contents), footer)
+            del contents
+            # the raw batch is gone: hand its pages back before the next is decoded
+            pa.default_memory_pool().release_unused()
         if not found:  # no rows: the columns' checks still apply (a non-struct column)
             contents = CheckpointContents()
             contents.add_parquet_table(parquet.read_row_groups([], columns=columns))

@@ -23,7 +23,9 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import ray
 
+from raydelta.actors.checkpoint.actor import checkpoint_actor
 from raydelta.actors.checkpoint.results import CheckpointSummary
 from raydelta.actors.checkpoint.runner import CheckpointRunner, map_output_groups
 from raydelta.actors.checkpoint.tasks import map_rows
@@ -221,6 +223,22 @@ def test_a_classic_checkpoint_under_a_tiny_bound_reads_for_deltalake(
     assert sorted(peer.column("path").to_pylist()) == sorted(
         expected.files.column("path").to_pylist()
     )
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_the_checkpoint_actor_hands_its_tasks_the_bound_asked_for(
+    sources: dict[str, Path], tmp_path: Path
+) -> None:
+    copy = tmp_path / "actor"
+    shutil.copytree(sources["tiny_groups"], copy)
+    handle = checkpoint_actor(str(copy), fan_out_min_actions=0)
+    try:
+        summary = ray.get(handle.checkpoint.remote(kind="v2", read_rows=BOUND))
+    finally:
+        ray.kill(handle)
+    maps = [t for t in summary.tasks if t.kind == "map"]
+    assert maps and all(t.largest_read_rows > 0 for t in maps)
+    assert all(t.largest_read_rows <= BOUND for t in summary.tasks)
 
 
 def test_map_output_groups_never_straddle_nodes() -> None:
