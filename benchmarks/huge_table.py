@@ -69,29 +69,6 @@ TABLE_ENV = "RAYDELTA_BENCH_TABLE"
 SIDECARS_ENV = "RAYDELTA_BENCH_SIDECARS"
 SCAN_BATCH_ROWS = 65_536
 SUFFIXES = {"k": 1_000, "m": 1_000_000}
-LAYOUT_ROWS = {"64k": 65_536, "1m": 1_000_000}
-"""Row-group sizes by their usual names (64k is a power of two, as writers use)."""
-
-
-def parse_layout(text: str) -> dict[str, Any]:
-    """``"auto"`` -> the builder's own; ``"1m"`` -> 1M-row groups, one file;
-    ``"64kx4"`` -> 64k-row groups in a 4-part checkpoint (``label`` keeps the text).
-
-    >>> parse_layout("64kx4")
-    {'label': '64kx4', 'rows_per_group': 65536, 'checkpoint_parts': 4}
-    """
-    text = text.strip().lower()
-    if text == "auto":
-        return {"label": "auto", "rows_per_group": None, "checkpoint_parts": 1}
-    rows, _, parts = text.partition("x")
-    layout = {
-        "label": text,
-        "rows_per_group": LAYOUT_ROWS.get(rows) or parse_size(rows),
-        "checkpoint_parts": int(parts) if parts else 1,
-    }
-    if layout["rows_per_group"] < 1 or layout["checkpoint_parts"] < 1:
-        raise ValueError(f"a layout needs rows >= 1 and parts >= 1, got {text!r}")
-    return layout
 
 
 def parse_size(text: str) -> int:
@@ -523,7 +500,7 @@ def vacuum_table_child(num_files: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.huge_table_series import STEPS, run_series
+    from benchmarks.huge_table_series import STEPS, parse_layout, run_series
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100k,1m,3m,10m")

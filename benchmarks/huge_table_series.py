@@ -34,6 +34,7 @@ from benchmarks.huge_table import (
     SIDECARS_ENV,
     TABLE_ENV,
     measure,
+    parse_size,
     size_label,
 )
 from benchmarks.huge_table_report import goals, keep_extrapolation
@@ -54,6 +55,31 @@ AUTO_LAYOUT = {"label": "auto", "rows_per_group": None, "checkpoint_parts": 1}
 LAYOUT_STEPS = ("snapshot", "checkpoint")
 """Steps measured for a source checkpoint layout other than ``auto`` (the
 ones that read the checkpoint: loads and the V2 checkpoint's map tasks)."""
+
+
+LAYOUT_ROWS = {"64k": 65_536, "1m": 1_000_000}
+"""Row-group sizes by their usual names (64k is a power of two, as writers use)."""
+
+
+def parse_layout(text: str) -> dict[str, Any]:
+    """``"auto"`` -> the builder's own; ``"1m"`` -> 1M-row groups, one file;
+    ``"64kx4"`` -> 64k-row groups in a 4-part checkpoint (``label`` keeps the text).
+
+    >>> parse_layout("64kx4")
+    {'label': '64kx4', 'rows_per_group': 65536, 'checkpoint_parts': 4}
+    """
+    text = text.strip().lower()
+    if text == "auto":
+        return {"label": "auto", "rows_per_group": None, "checkpoint_parts": 1}
+    rows, _, parts = text.partition("x")
+    layout = {
+        "label": text,
+        "rows_per_group": LAYOUT_ROWS.get(rows) or parse_size(rows),
+        "checkpoint_parts": int(parts) if parts else 1,
+    }
+    if layout["rows_per_group"] < 1 or layout["checkpoint_parts"] < 1:
+        raise ValueError(f"a layout needs rows >= 1 and parts >= 1, got {text!r}")
+    return layout
 
 
 class Series:

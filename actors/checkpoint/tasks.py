@@ -31,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 from collections.abc import Sequence
@@ -52,6 +53,7 @@ from raydelta.storage.checkpoint.fingerprints import fingerprint_footer, with_fi
 from raydelta.storage.checkpoint.incremental import overflow_tags
 from raydelta.storage.checkpoint.shards import (
     full_rows,
+    group_bounds,
     merge_shard_rows,
     partition_rows,
     partition_rows_grouped,
@@ -460,3 +462,39 @@ def concat_rows(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
     if not tables:
         return with_fingerprints(empty.slice(0, 0))
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+DEFAULT_SHARDS_PER_MAP_OUTPUT = 8
+"""Shards per map output object when fanned out (the shuffle's grain).
+
+A shard task pins every map output object it reads for as long as it runs;
+with one object per node (as before), every shard task on one machine
+pinned the whole shuffle (every previous row of the table: the 3.9 GB
+raylets of issue 32 at 10M files), so nothing could be freed or spilled
+until the last shard task ended. With one object per piece and group of
+``8`` consecutive shards, a shard task pins ``8 / num_shards`` of the
+shuffle (~150 MB at 10M files and 201 shards), an object is freed as soon
+as its group's shard tasks are done, and Ray can spill all the others to
+disk when the object store is full: the store's footprint is bounded by its
+capacity, not by the table. The price is objects: ``pieces * num_shards /
+8`` (~1,000 at 10M files) instead of one per piece and node."""
+
+
+def map_output_groups(num_shards: int, num_nodes: int, shards_per_output: int) -> int:
+    """How many map output groups (each ~``shards_per_output`` consecutive
+    shards, cut by :func:`~raydelta.storage.checkpoint.shards.group_bounds`):
+    a multiple of ``num_nodes`` where it can be, so no group straddles two
+    nodes' shard ranges (``group_bounds(s, k * n)`` cuts where
+    ``group_bounds(s, n)`` does).
+
+    >>> map_output_groups(201, 1, 8), map_output_groups(201, 3, 8), map_output_groups(4, 1, 8)
+    (26, 27, 1)
+    """
+    per_node = -(-num_shards // (num_nodes * shards_per_output))
+    return max(1, min(num_shards, per_node * num_nodes))
+
+
+def node_of_group(bounds: list[int], group: int, num_shards: int, num_nodes: int) -> int:
+    """The node (index) whose shard range holds group ``group``'s first shard."""
+    nodes = group_bounds(num_shards, num_nodes)
+    return max(0, bisect.bisect_right(nodes, bounds[group]) - 1)

@@ -95,12 +95,15 @@ from raydelta.storage.checkpoint.incremental import TAG_OVERFLOW, AlignedSidecar
 from raydelta.storage.checkpoint.shards import drop_expired_tombstones, drop_keys
 from raydelta.storage.checkpoint.writer import create_classic_checkpoint, parquet_write_options
 from raydelta.storage.compaction import replay_compactions_safely
-from raydelta.storage.log.read_bound import checkpoint_read_rows, iter_checkpoint_batches
+from raydelta.storage.log.read_bound import (
+    checkpoint_read_rows,
+    iter_checkpoint_batches,
+    open_checkpoint_parquet,
+)
 from raydelta.storage.log.reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,
     _parquet_columns,
-    open_checkpoint_parquet,
     parquet_action_columns,
     read_commits,
     read_last_checkpoint,

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from raydelta.storage.log.store import LogStore
 
 READ_ROWS_ENV = "RAYDELTA_CHECKPOINT_READ_ROWS"
 """Environment variable that sets the bound for the processes that see it."""
@@ -123,3 +126,48 @@ def iter_checkpoint_batches(
         ):
             READS.record(batch.num_rows)
             yield batch
+
+
+def open_checkpoint_parquet(store: LogStore, path: str) -> pq.ParquetFile:
+    """A checkpoint or sidecar file opened for bounded reads (a read buffer per
+    column, :data:`~raydelta.storage.log.read_bound.READ_BUFFER_BYTES`)."""
+    # No memory map: mapped pages of the file count in the reader's RSS for as
+    # long as a decoded buffer might point into them; plain reads do not.
+    return store.open_parquet(path, buffer_size=READ_BUFFER_BYTES)
+
+
+def row_groups_with_rows(
+    metadata: pq.FileMetaData, columns: Sequence[str], groups: Sequence[int] | None = None
+) -> list[int]:
+    """Row groups where some leaf of the top-level ``columns`` is not all null.
+
+    Every non-file action has a required field, so a row group whose leaves
+    of that column are all null (per the footer's statistics) holds none of
+    it and is not read: a classic checkpoint's million ``add`` rows cost
+    footer bytes only. A row group without statistics is read.
+    """
+    wanted = set(columns)
+    found: list[int] = []
+    for index in range(metadata.num_row_groups) if groups is None else groups:
+        group = metadata.row_group(index)
+        for position in range(group.num_columns):
+            chunk = group.column(position)
+            if chunk.path_in_schema.split(".", 1)[0] not in wanted:
+                continue
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count or stats.null_count < chunk.num_values:
+                found.append(index)
+                break
+    return found
+
+
+def rows_holding(batch: pa.RecordBatch, names: Collection[str]) -> pa.RecordBatch:
+    """The rows of ``batch`` where some top-level column in ``names`` is not null."""
+    mask: pa.Array | None = None
+    for name in names:
+        if name in batch.schema.names:
+            valid = batch.column(name).is_valid()
+            mask = valid if mask is None else pc.or_(mask, valid)
+    if mask is None:
+        return batch.slice(0, 0)
+    return batch.filter(mask)

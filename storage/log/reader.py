@@ -35,7 +35,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from raydelta.protocol.actions import Action, Sidecar, action_from_wrapper, parse_actions
@@ -51,9 +50,11 @@ from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_che
 from raydelta.protocol.log_segment import CheckpointRef, LogSegment, check_checkpoint_spec
 from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
 from raydelta.storage.log.read_bound import (
-    READ_BUFFER_BYTES,
     checkpoint_read_rows,
     iter_checkpoint_batches,
+    open_checkpoint_parquet,
+    row_groups_with_rows,
+    rows_holding,
 )
 from raydelta.storage.log.store import LogStore
 
@@ -209,18 +210,6 @@ def read_parquet_actions(
     return read_rows_of_columns(store, path, wanted, read_rows=read_rows, every_group=True)
 
 
-def _set_rows(batch: pa.RecordBatch, names: Collection[str]) -> pa.RecordBatch:
-    """The rows of ``batch`` where some top-level column in ``names`` is not null."""
-    mask: pa.Array | None = None
-    for name in names:
-        if name in batch.schema.names:
-            valid = batch.column(name).is_valid()
-            mask = valid if mask is None else pc.or_(mask, valid)
-    if mask is None:
-        return batch.slice(0, 0)
-    return batch.filter(mask)
-
-
 def _stats_from_parsed(table: pa.Table) -> pa.Table:
     """Fill ``add.stats`` from ``add.stats_parsed`` when a writer only wrote the latter."""
     add = table.column("add")
@@ -357,14 +346,6 @@ canonical layout and dropped before the next is decoded, so reading a
 checkpoint costs its canonical tables plus one bounded batch per file."""
 
 
-def open_checkpoint_parquet(store: LogStore, path: str) -> pq.ParquetFile:
-    """A checkpoint or sidecar file opened for bounded reads (a read buffer per
-    column, :data:`~raydelta.storage.log.read_bound.READ_BUFFER_BYTES`)."""
-    # No memory map: mapped pages of the file count in the reader's RSS for as
-    # long as a decoded buffer might point into them; plain reads do not.
-    return store.open_parquet(path, buffer_size=READ_BUFFER_BYTES)
-
-
 def iter_parquet_actions(
     store: LogStore,
     path: str,
@@ -382,7 +363,8 @@ def iter_parquet_actions(
     The first table has no rows and every wanted column the file has (so a
     caller sees the file's columns even when they hold no row). Per row
     group, a column other than ``add`` whose leaves are all null by the
-    footer's statistics is not decoded (:func:`_row_groups_with_rows`): a
+    footer's statistics is not decoded
+    (:func:`~raydelta.storage.log.read_bound.row_groups_with_rows`): a
     classic checkpoint's ``remove``/``metaData``/``txn`` columns cost nothing
     in its ``add`` rows. ``add`` is always decoded (a live file is never
     left to a writer's statistics).
@@ -400,9 +382,7 @@ def iter_parquet_actions(
         pool = pa.default_memory_pool()
         for group in range(parquet.metadata.num_row_groups):
             present = [
-                c
-                for c in top
-                if c == "add" or _row_groups_with_rows(parquet.metadata, [c], [group])
+                c for c in top if c == "add" or row_groups_with_rows(parquet.metadata, [c], [group])
             ]
             group_columns = _parquet_columns(schema, present, add_fields)
             if not group_columns:
@@ -518,31 +498,6 @@ def checkpoint_state(
     return state_from_checkpoint(version, contents.non_file_actions, adds, removes, table_root)
 
 
-def _row_groups_with_rows(
-    metadata: pq.FileMetaData, columns: Sequence[str], groups: Sequence[int] | None = None
-) -> list[int]:
-    """Row groups where some leaf of the top-level ``columns`` is not all null.
-
-    Every non-file action has a required field, so a row group whose leaves
-    of that column are all null (per the footer's statistics) holds none of
-    it and is not read: a classic checkpoint's million ``add`` rows cost
-    footer bytes only. A row group without statistics is read.
-    """
-    wanted = set(columns)
-    found: list[int] = []
-    for index in range(metadata.num_row_groups) if groups is None else groups:
-        group = metadata.row_group(index)
-        for position in range(group.num_columns):
-            chunk = group.column(position)
-            if chunk.path_in_schema.split(".", 1)[0] not in wanted:
-                continue
-            stats = chunk.statistics
-            if stats is None or not stats.has_null_count or stats.null_count < chunk.num_values:
-                found.append(index)
-                break
-    return found
-
-
 def read_rows_of_columns(
     store: LogStore,
     path: str,
@@ -553,7 +508,7 @@ def read_rows_of_columns(
 ) -> pa.Table:
     """The rows of a parquet checkpoint part that hold one of the ``wanted``
     action columns (those columns only), read only from the row groups that
-    hold any (see :func:`_row_groups_with_rows`; all of them with
+    hold any (see :func:`~raydelta.storage.log.read_bound.row_groups_with_rows`; all of them with
     ``every_group``), a bounded batch at a time: a row group of a million
     ``add`` rows and one ``metaData`` row costs bounded batches of decoding,
     and one row is kept."""
@@ -564,10 +519,10 @@ def read_rows_of_columns(
             groups = (
                 list(range(parquet.metadata.num_row_groups))
                 if every_group
-                else _row_groups_with_rows(parquet.metadata, wanted)
+                else row_groups_with_rows(parquet.metadata, wanted)
             )
             kept = [
-                _set_rows(batch, wanted)
+                rows_holding(batch, wanted)
                 for batch in iter_checkpoint_batches(
                     parquet, columns=columns, read_rows=rows, row_groups=groups
                 )

@@ -27,8 +27,8 @@ import ray
 
 from raydelta.actors.checkpoint.actor import checkpoint_actor
 from raydelta.actors.checkpoint.results import CheckpointSummary
-from raydelta.actors.checkpoint.runner import CheckpointRunner, map_output_groups
-from raydelta.actors.checkpoint.tasks import map_rows
+from raydelta.actors.checkpoint.runner import CheckpointRunner
+from raydelta.actors.checkpoint.tasks import map_output_groups, map_rows
 from raydelta.protocol.file_names import parse_log_file_name
 from raydelta.storage.checkpoint.shards import full_rows, shard_slice
 from raydelta.storage.checkpoint.sources import (

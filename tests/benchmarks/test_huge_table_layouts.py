@@ -11,10 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks.huge_table import parse_layout
 from benchmarks.huge_table_build import build, table_params
 from benchmarks.huge_table_report import goals, render_markdown
-from benchmarks.huge_table_series import Series
+from benchmarks.huge_table_series import Series, parse_layout
 from raydelta.storage.snapshot import load_snapshot
 
 deltalake = pytest.importorskip("deltalake")
