@@ -29,6 +29,14 @@ Every checkpoint is read back: at <= 1M files its live files must equal a
 full replay's (path, deletion vector, size, stats), above only the counts
 (a replay of 10M files would not fit next to the other engineers' work).
 
+Checkpoint layouts (issue 32): ``--layouts auto,64k,1m,1mx10`` measures
+each size once per layout of its source checkpoint: ``auto`` is the
+builder's own (row groups sized by bytes, one file), ``64k`` / ``1m`` one
+file of 65,536- / 1,000,000-row groups, ``<rows>x<parts>`` a multi-part
+checkpoint of that many parts. A layout other than ``auto`` is recorded in
+each of its rows (``checkpoint_layout``, with the files' measured row groups
+under ``tables``) and suffixes its steps (``snapshot@1m``, ``checkpoint@1mx10``).
+
 Top-level ``unit``/``ours``/``peer``/``ratio``: the 1M-file cold snapshot's
 peak RSS, ours vs delta-rs (goal ratio <= 0.75).
 
@@ -492,7 +500,7 @@ def vacuum_table_child(num_files: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.huge_table_series import STEPS, run_series
+    from benchmarks.huge_table_series import STEPS, parse_layout, run_series
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100k,1m,3m,10m")
@@ -505,6 +513,11 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(STEPS),
         help=f"steps to measure (of {','.join(STEPS)}); with --merge the others keep"
         " their recorded rows",
+    )
+    parser.add_argument(
+        "--layouts",
+        default="auto",
+        help="source checkpoint layouts, e.g. auto,64k,1m,1mx10 (see the module docstring)",
     )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
@@ -546,6 +559,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.common import RESULTS_DIR
 
         previous = json.loads((RESULTS_DIR / f"{NAME}.json").read_text(encoding="utf-8"))
+    try:
+        layouts = [parse_layout(text) for text in ns.layouts.split(",") if text.strip()]
+    except ValueError as exc:
+        parser.error(str(exc))
     steps = [step for step in ns.steps.split(",") if step.strip()]
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
@@ -559,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir=workdir,
         save=save,
         previous=previous,
+        layouts=layouts,
     )
     failed = [c for c in result["checks"] if not c["ok"]]
     for check in failed:

@@ -7,8 +7,14 @@ after it. Rows reuse :mod:`benchmarks.table_builder` (same paths, partition
 values, stats and checkpoint schema); this module adds what a huge table
 needs on top:
 
-- the checkpoint is written in chunks of :data:`CHUNK_FILES` files through one
-  ``ParquetWriter``, so building a 10M-file table holds one chunk at a time;
+- the checkpoint is written in chunks of :data:`CHUNK_FILES` files (or of
+  ``rows_per_group``, when larger) through one ``ParquetWriter`` per part,
+  so building a 10M-file table holds one chunk at a time;
+- its layout is a parameter (issue 32): ``rows_per_group`` (None: row groups
+  sized by bytes, as ``benchmarks.table_builder`` does; 65,536 or 1,000,000:
+  what writers with those settings produce) and ``checkpoint_parts`` (1: one
+  classic file; more: a multi-part checkpoint of that many parts, rows cut
+  in order into parts of equal size);
 - layout ``"dv"``: every :data:`DV_EVERY`-th file carries a deletion vector
   (``storageType`` ``u``; its stats then say ``"tightBounds":false``), the
   protocol is (3, 7) with ``deletionVectors`` and ``domainMetadata`` (delta-rs
@@ -84,11 +90,25 @@ def table_params(
     num_commits: int = 100,
     num_partitions: int = 1000,
     seed: int = 15,
+    rows_per_group: int | None = None,
+    checkpoint_parts: int = 1,
 ) -> dict[str, Any]:
-    """The parameters (and cache key) of one table."""
+    """The parameters (and cache key) of one table. The checkpoint layout
+    (``rows_per_group``, ``checkpoint_parts``) is in them only when it is not
+    the default, so tables cached before it existed keep their key."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if rows_per_group is not None and rows_per_group < 1:
+        raise ValueError(f"rows_per_group must be >= 1, got {rows_per_group}")
+    if checkpoint_parts < 1:
+        raise ValueError(f"checkpoint_parts must be >= 1, got {checkpoint_parts}")
+    layout_params: dict[str, Any] = {}
+    if rows_per_group is not None:
+        layout_params["rows_per_group"] = rows_per_group
+    if checkpoint_parts != 1:
+        layout_params["checkpoint_parts"] = checkpoint_parts
     return {
+        **layout_params,
         "num_files": num_files,
         "layout": layout,
         "num_commits": num_commits,
@@ -178,6 +198,51 @@ def _dv_dict(row: dict[str, Any]) -> dict[str, Any] | None:
     return None if dv is None else {k: v for k, v in dv.items() if v is not None}
 
 
+class _CheckpointSink:
+    """The checkpoint's rows, in order, into ``parts`` files of equal row counts
+    (the last one shorter), row groups of ``rows_per_group`` rows (None: sized
+    by bytes); one writer open at a time."""
+
+    def __init__(
+        self, log: Path, version: int, total_rows: int, parts: int, rows_per_group: int | None
+    ) -> None:
+        if parts == 1:
+            self.names = [f"{version:020d}.checkpoint.parquet"]
+        else:
+            self.names = [
+                f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet"
+                for i in range(1, parts + 1)
+            ]
+        self.log = log
+        self.per_part = -(-total_rows // parts)
+        self.rows_per_group = rows_per_group
+        self.written = 0
+        self.part = -1
+        self.writer: pq.ParquetWriter | None = None
+
+    def write(self, table: pa.Table) -> None:
+        while table.num_rows:
+            part = self.written // self.per_part
+            if part != self.part:
+                self.close()
+                self.part = part
+                self.writer = pq.ParquetWriter(
+                    self.log / self.names[part], CHECKPOINT_SCHEMA, compression="snappy"
+                )
+            room = (part + 1) * self.per_part - self.written
+            head, table = table.slice(0, room), table.slice(room)
+            assert self.writer is not None
+            self.writer.write_table(
+                head, row_group_size=self.rows_per_group or _row_group_size(head)
+            )
+            self.written += head.num_rows
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
 def build(root: Path, params: dict[str, Any]) -> dict[str, Any]:
     """Write the table of ``params`` at ``root`` (absent or empty); describe it."""
     log = root / "_delta_log"
@@ -203,21 +268,22 @@ def build(root: Path, params: dict[str, Any]) -> dict[str, Any]:
     removed_rows: dict[str, dict[str, Any]] = {}
     path_of_index: dict[int, str] = {}
     checkpoint_version = params["checkpoint_version"]
-    name = f"{checkpoint_version:020d}.checkpoint.parquet"
+    rows_per_group = params.get("rows_per_group")
+    parts = params.get("checkpoint_parts", 1)
+    sink = _CheckpointSink(log, checkpoint_version, num_files + 2, parts, rows_per_group)
+    # a write_table call ends its last row group: a chunk holds whole row groups
+    chunk_files = max(CHUNK_FILES, rows_per_group or 0)
     records = dv_files = 0
-    writer: pq.ParquetWriter | None = None
     try:
-        for start in range(0, num_files, CHUNK_FILES):
-            count = min(CHUNK_FILES, num_files - start)
+        for start in range(0, num_files, chunk_files):
+            count = min(chunk_files, num_files - start)
             files, adds = _chunk(params, start, count)
             records += files.record_total
             dv_files += int(pc.sum(pc.is_valid(adds.field("deletionVector"))).as_py() or 0)
             table = _checkpoint_table(adds, protocol, metadata)
             if start:
                 table = table.slice(2)
-            if writer is None:
-                writer = pq.ParquetWriter(log / name, CHECKPOINT_SCHEMA, compression="snappy")
-            writer.write_table(table, row_group_size=_row_group_size(table))
+            sink.write(table)
             # the checkpoint files the commits remove, with their actions' fields
             local = pc.subtract(
                 removed_index.filter(
@@ -242,20 +308,17 @@ def build(root: Path, params: dict[str, Any]) -> dict[str, Any]:
                 path_of_index[start + offset] = row["path"]
                 removed_rows[row["path"]] = row
     finally:
-        if writer is not None:
-            writer.close()
+        sink.close()
     checkpoint_rows = num_files + 2
-    (log / "_last_checkpoint").write_text(
-        json.dumps(
-            {
-                "version": checkpoint_version,
-                "size": checkpoint_rows,
-                "sizeInBytes": (log / name).stat().st_size,
-                "numOfAddFiles": num_files,
-            }
-        ),
-        encoding="utf-8",
-    )
+    hint: dict[str, Any] = {
+        "version": checkpoint_version,
+        "size": checkpoint_rows,
+        "sizeInBytes": sum((log / n).stat().st_size for n in sink.names),
+        "numOfAddFiles": num_files,
+    }
+    if parts > 1:
+        hint["parts"] = parts
+    (log / "_last_checkpoint").write_text(json.dumps(hint), encoding="utf-8")
     txns: dict[str, int] = {}
     domains: dict[str, str] = {}
     next_file = num_files
@@ -300,7 +363,9 @@ def build(root: Path, params: dict[str, Any]) -> dict[str, Any]:
         "path": str(root),
         "uri": root.resolve().as_uri(),
         "version": checkpoint_version + num_commits,
-        "checkpoint": str(log / name),
+        "checkpoint": str(log / sink.names[0]),
+        "checkpoint_files": [str(log / n) for n in sink.names],
+        "checkpoint_layout": checkpoint_layout(log, sink.names),
         "checkpoint_version": checkpoint_version,
         "num_checkpoint_files": num_files,
         "num_live_files": num_files + num_commits * (adds_per_commit - removes),
@@ -310,6 +375,20 @@ def build(root: Path, params: dict[str, Any]) -> dict[str, Any]:
         "domains": domains,
         "protocol": protocol,
         "log_bytes": sum(p.stat().st_size for p in log.iterdir()),
+    }
+
+
+def checkpoint_layout(log: Path, names: list[str]) -> dict[str, Any]:
+    """What the checkpoint's files look like (read from their footers)."""
+    groups = []
+    for name in names:
+        metadata = pq.ParquetFile(log / name).metadata
+        groups += [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    return {
+        "parts": len(names),
+        "row_groups": len(groups),
+        "max_rows_per_group": max(groups, default=0),
+        "bytes": sum((log / n).stat().st_size for n in names),
     }
 
 

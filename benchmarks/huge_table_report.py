@@ -48,7 +48,10 @@ def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     checkpoints = [
         r
         for r in rows
-        if r["num_files"] == TEN_M and r["step"].startswith("checkpoint") and r["engine"] == "ours"
+        if r["num_files"] == TEN_M
+        and r["step"].startswith("checkpoint")
+        and "@" not in r["step"]  # other source layouts: _layout_goals
+        and r["engine"] == "ours"
     ]
     out["checkpoint_10m_every_process_rss_mb<=2GB"] = _verdict(
         max((r["peak_rss_mb"] for r in checkpoints), default=None), 2 * GB
@@ -61,6 +64,7 @@ def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"checkpoint_{size}_over_pyarrow<=2"] = _verdict(
             ours and limit and ours["seconds"] / limit["seconds"], 2.0
         )
+    out.update(_layout_goals(rows))
     for size in (100_000, ONE_M):
         for mode in ("lite", "full"):
             ours, theirs = (
@@ -69,6 +73,32 @@ def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
             )
             out[f"vacuum_{mode}_{size}_vs_delta_rs<=0.5"] = _verdict(
                 ours and theirs and ours["seconds"] / theirs["seconds"], 0.5
+            )
+    return out
+
+
+def _layout_goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 32's goals for each source checkpoint layout other than ``auto``
+    (steps ``<step>@<layout>``): every process <= 2 GB at 10M files during the
+    load and the V2 checkpoint, the checkpoint <= 2x pyarrow at each size."""
+    out: dict[str, Any] = {}
+    layouts = sorted({r["step"].partition("@")[2] for r in rows} - {""})
+    for layout in layouts:
+        at_10m = [
+            r
+            for r in rows
+            if r["num_files"] == TEN_M
+            and r["engine"] == "ours"
+            and r["step"].partition("@")[2] == layout
+        ]
+        out[f"10m@{layout}_every_process_rss_mb<=2GB"] = _verdict(
+            max((r["peak_rss_mb"] for r in at_10m), default=None), 2 * GB
+        )
+        for size in sorted({r["num_files"] for r in rows}):
+            ours = _one(rows, size, f"checkpoint@{layout}")
+            limit = _one(rows, size, f"checkpoint_limit@{layout}", "pyarrow")
+            out[f"checkpoint_{size}@{layout}_over_pyarrow<=2"] = _verdict(
+                ours and limit and ours["seconds"] / limit["seconds"], 2.0
             )
     return out
 
@@ -102,6 +132,32 @@ def render_markdown(result: dict[str, Any]) -> str:
             f" {_cell(table, 'checkpoint/ours')} | {_cell(table, 'checkpoint_limit/pyarrow')} |"
             f" {workers or '-'} s | {vacuum} |"
         )
+    layouts = sorted(
+        {k.split("/", 1)[0].partition("@")[2] for t in result["table"].values() for k in t} - {""}
+    )
+    if layouts:
+        lines += [
+            "",
+            "| files | source checkpoint layout | snapshot (files in memory) |"
+            " state (streamed count) | scan (batches) | V2 checkpoint (max process RSS) |"
+            " pyarrow limit |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    for size, table in result["table"].items():
+        for layout in layouts:
+            if not any(k.split("/", 1)[0].endswith(f"@{layout}") for k in table):
+                continue
+            cells = [
+                _cell(table, f"{step}@{layout}/{engine}")
+                for step, engine in (
+                    ("snapshot", "ours"),
+                    ("state", "ours"),
+                    ("scan", "ours"),
+                    ("checkpoint", "ours"),
+                    ("checkpoint_limit", "pyarrow"),
+                )
+            ]
+            lines.append(f"| {size} | {layout} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

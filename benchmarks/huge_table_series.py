@@ -34,6 +34,7 @@ from benchmarks.huge_table import (
     SIDECARS_ENV,
     TABLE_ENV,
     measure,
+    parse_size,
     size_label,
 )
 from benchmarks.huge_table_report import goals, keep_extrapolation
@@ -50,14 +51,49 @@ def _say(text: str) -> None:
     print(f"[load {_load():5.1f}] {text}", flush=True)
 
 
+AUTO_LAYOUT = {"label": "auto", "rows_per_group": None, "checkpoint_parts": 1}
+LAYOUT_STEPS = ("snapshot", "checkpoint")
+"""Steps measured for a source checkpoint layout other than ``auto`` (the
+ones that read the checkpoint: loads and the V2 checkpoint's map tasks)."""
+
+
+LAYOUT_ROWS = {"64k": 65_536, "1m": 1_000_000}
+"""Row-group sizes by their usual names (64k is a power of two, as writers use)."""
+
+
+def parse_layout(text: str) -> dict[str, Any]:
+    """``"auto"`` -> the builder's own; ``"1m"`` -> 1M-row groups, one file;
+    ``"64kx4"`` -> 64k-row groups in a 4-part checkpoint (``label`` keeps the text).
+
+    >>> parse_layout("64kx4")
+    {'label': '64kx4', 'rows_per_group': 65536, 'checkpoint_parts': 4}
+    """
+    text = text.strip().lower()
+    if text == "auto":
+        return {"label": "auto", "rows_per_group": None, "checkpoint_parts": 1}
+    rows, _, parts = text.partition("x")
+    layout = {
+        "label": text,
+        "rows_per_group": LAYOUT_ROWS.get(rows) or parse_size(rows),
+        "checkpoint_parts": int(parts) if parts else 1,
+    }
+    if layout["rows_per_group"] < 1 or layout["checkpoint_parts"] < 1:
+        raise ValueError(f"a layout needs rows >= 1 and parts >= 1, got {text!r}")
+    return layout
+
+
 class Series:
-    """Rows and checks of one run."""
+    """Rows and checks of one run; ``layout``: the source checkpoint layout being
+    measured (rows and checks of a layout other than ``auto`` say so)."""
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
+        self.layout = "auto"
 
     def check(self, what: str, ok: bool, **detail: Any) -> None:
+        if self.layout != "auto":
+            what = f"{what} @{self.layout}"
         self.checks.append({"what": what, "ok": bool(ok), **detail})
         if not ok:
             _say(f"CHECK FAILED {what}: {detail}")
@@ -67,6 +103,9 @@ class Series:
     ) -> dict[str, Any]:
         seconds = [r["seconds"] for r in runs]
         rss = [r["peak_rss_mb"] for r in runs]
+        if self.layout != "auto":
+            step = f"{step}@{self.layout}"
+            extra = {"checkpoint_layout": self.layout, **extra}
         row = {
             "size": size_label(num_files),
             "num_files": num_files,
@@ -419,7 +458,7 @@ STEPS = ("snapshot", "commit", "checkpoint", "vacuum")
 
 def step_of(name: str) -> str:
     """The step a row's ``step`` (or a check's first word after the size) belongs to."""
-    head = name.split("_", 1)[0].split(" ", 1)[0].rstrip(":")
+    head = name.split("@", 1)[0].split("_", 1)[0].split(" ", 1)[0].rstrip(":")
     if head in ("snapshot", "state", "scan"):
         return "snapshot"
     if head == "limit":
@@ -437,10 +476,14 @@ def run_series(
     workdir: Path,
     save: Callable[[dict[str, Any]], None] | None = None,
     previous: dict[str, Any] | None = None,
+    layouts: Sequence[dict[str, Any]] = (AUTO_LAYOUT,),
 ) -> dict[str, Any]:
-    """Measure every size; the result body for ``write_result`` (``save`` gets it after
-    each size too, so a run cut short keeps what it measured). With ``previous`` (a
-    result), its rows, checks and tables of the sizes not measured now are kept."""
+    """Measure every size, once per source checkpoint ``layout``
+    (:func:`benchmarks.huge_table.parse_layout`; a layout other than ``auto``
+    runs :data:`LAYOUT_STEPS` only); the result body for ``write_result``
+    (``save`` gets it after each size too, so a run cut short keeps what it
+    measured). With ``previous`` (a result), its rows, checks and tables of
+    the sizes not measured now are kept."""
     from benchmarks.huge_table_build import table_params
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -464,38 +507,47 @@ def run_series(
     started_load = os.getloadavg()
     git = _git_state()
     result: dict[str, Any] = {}
-    for n in sizes:
+    for n, layout in ((n, layout) for n in sizes for layout in layouts):
         runs = repeat if n <= PEER_MAX_FILES else 1
+        series.layout = layout["label"]
+        auto = series.layout == "auto"
         label = size_label(n)
-        _say(f"{label}: building / finding the table")
-        built = measure("build_child", (json.dumps(table_params(n)),))
-        tables[label] = {k: v for k, v in built.items() if k != "txns"}
+        key = label if auto else f"{label}@{series.layout}"
+        _say(f"{key}: building / finding the table")
+        params = table_params(
+            n,
+            rows_per_group=layout["rows_per_group"],
+            checkpoint_parts=layout["checkpoint_parts"],
+        )
+        built = measure("build_child", (json.dumps(params),))
+        tables[key] = {k: v for k, v in built.items() if k != "txns"}
+        wanted = steps if auto else [s for s in steps if s in LAYOUT_STEPS]
         _say(
-            f"{label}: {built['num_live_files']:,} live files, log"
+            f"{key}: {built['num_live_files']:,} live files, log"
             f" {built['log_bytes'] / 1e6:,.0f} MB, built in {built.get('build_seconds', 0):.0f} s"
             f" (this call {built['seconds']:.0f} s)"
         )
-        if "snapshot" in steps:
+        if "snapshot" in wanted:
             _guarded(
                 series,
                 f"{label} snapshot",
                 partial(measure_snapshot_and_scan, series, n, built, runs),
             )
-        if "commit" in steps:
+        if "commit" in wanted:
             _guarded(
                 series,
                 f"{label} commit",
                 partial(measure_commit, series, n, built, workdir, commits),
             )
-        if "checkpoint" in steps:
+        if "checkpoint" in wanted:
             done = _guarded(
                 series,
                 f"{label} checkpoint",
                 partial(measure_checkpoint, series, n, built, workdir, workers),
             )
-            if done is not None:
+            if done is not None and auto:  # the extrapolation models the builder's layout
                 checkpoints[n] = done
-        if "vacuum" in steps:
+        if "vacuum" in wanted:
             _guarded(series, f"{label} vacuum", partial(measure_vacuum, series, n, built, runs))
         result = summarise(series, tables, checkpoints, started_load)
         result["git"] = git

@@ -5,7 +5,10 @@ process (ten million files and more): the checkpoint (its parts and
 sidecars) is decoded one batch at a time, each batch is cut down to the
 rows no later commit touched and handed out, then dropped; the files the
 commits after the checkpoint added come last. Peak memory is one decoded
-batch plus the commits after the checkpoint, whatever the table's size.
+batch (at most the read bound's rows,
+:func:`raydelta.storage.log.read_bound.checkpoint_read_rows`, however large
+the checkpoint's row groups) plus the commits after the checkpoint, whatever
+the table's size.
 
 Invariants:
 - The batches together hold exactly the live ``add`` rows of the snapshot
@@ -38,6 +41,7 @@ from raydelta.protocol.file_actions import ADD_SCHEMA, actions_to_table
 from raydelta.protocol.log_segment import LogSegment
 from raydelta.protocol.reconciliation import TableState, apply_commits
 from raydelta.storage.catalog.commits import InlineCommits, catalog_view
+from raydelta.storage.log.read_bound import checkpoint_read_rows
 from raydelta.storage.log.reader import (
     STREAM_BATCH_ROWS,
     CheckpointContents,
@@ -184,6 +188,8 @@ def _checkpoint_adds(
     one decoded batch at a time."""
     sidecars: list[Sidecar] = []
     fields = _read_fields(wanted)
+    # batches handed out are never larger than the read bound either
+    batch_rows = min(batch_rows, checkpoint_read_rows())
     columns: list[set[str]] = []
     for part in parts:
         if part.name.endswith(".json"):

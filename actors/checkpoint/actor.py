@@ -180,11 +180,14 @@ class CheckpointActor:
         max_overflow_actions: int | None = None,
         fan_out_min_actions: int | None = None,
         trigger: Trigger = "demand",
+        read_rows: int | None = None,
     ) -> CheckpointSummary:
         """Checkpoint ``version`` (the newest published commit when None) now.
 
         ``target_actions_per_sidecar`` / ``max_overflow_actions`` /
-        ``fan_out_min_actions`` override the actor's settings for this checkpoint.
+        ``fan_out_min_actions`` override the actor's settings for this checkpoint;
+        ``read_rows`` is the read bound its tasks get (None: this actor
+        process's, :mod:`raydelta.storage.log.read_bound`).
         """
         with self._run_lock:
             return self._run(
@@ -195,6 +198,7 @@ class CheckpointActor:
                 target=target_actions_per_sidecar,
                 max_overflow=max_overflow_actions,
                 fan_out_min=fan_out_min_actions,
+                read_rows=read_rows,
             )
 
     def progress(self) -> Progress | None:
@@ -221,6 +225,7 @@ class CheckpointActor:
         target: int | None = None,
         max_overflow: int | None = None,
         fan_out_min: int | None = None,
+        read_rows: int | None = None,
     ) -> CheckpointSummary:
         runner = CheckpointRunner(
             self._uri,
@@ -230,6 +235,7 @@ class CheckpointActor:
             fan_out_min_actions=self._fan_out_min if fan_out_min is None else fan_out_min,
             on_progress=self._on_progress,
             metrics=self._metrics,
+            read_rows=read_rows,
         )
         try:
             summary = runner.run(version, kind=kind, top_level=top_level, trigger=trigger)

@@ -39,6 +39,7 @@ from raydelta.actors.checkpoint.tasks import (
     OverflowJob,
     ShardJob,
     ShardResult,
+    begin_task,
     build_overflow,
     build_shard,
     map_rows,
@@ -67,6 +68,9 @@ class SidecarWork:
     overflow: OverflowJob | None
     threads: int = ONE_TASK_THREADS
     """Threads of the one task (unused when fanned out)."""
+    read_rows: int | None = None
+    """Rows a read of the previous checkpoint decodes at a time (None: the
+    worker's own read bound, :mod:`raydelta.storage.log.read_bound`)."""
 
     @property
     def empty(self) -> bool:
@@ -96,6 +100,7 @@ def build_in_process(
                     work.exclude_keys,
                     tombstone_cutoff_ms,
                     work.table_root,
+                    read_rows=work.read_rows,
                 ),
                 work.pieces,
             )
@@ -132,6 +137,7 @@ def write_in_one_task(
 ) -> tuple[list[ShardResult], list[TaskReport]]:
     """:func:`build_in_process` as one Ray task (launch it with
     ``num_cpus=work.threads``)."""
+    begin_task()
     return build_in_process(
         table_uri, storage_options, work, protocol, metadata, now_ms, tombstone_cutoff_ms
     )

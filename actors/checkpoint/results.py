@@ -49,6 +49,10 @@ class TaskReport(_Model):
     memory_mb: dict[str, float] = Field(default_factory=dict, alias="memoryMb")
     """The worker's resident memory when the task ended: ``anon`` (private),
     ``shmem`` (object-store pages it touched), ``file``."""
+    largest_read_rows: int = Field(default=0, alias="largestReadRows")
+    """The most checkpoint rows one read handed out at once since the task
+    started (:data:`raydelta.storage.log.read_bound.READS`): never above the
+    read bound the task was given."""
 
 
 class CheckpointSummary(_Model):

@@ -56,11 +56,14 @@ from raydelta.actors.checkpoint.results import (
 )
 from raydelta.actors.checkpoint.sidecar_plan import SidecarPlan, plan_sidecars
 from raydelta.actors.checkpoint.tasks import (
+    DEFAULT_SHARDS_PER_MAP_OUTPUT,
     OVERFLOW_SHARD,
     ShardResult,
     cpu_nodes,
+    map_output_groups,
     map_piece,
     max_node_cpus,
+    node_of_group,
     node_strategy,
     write_overflow,
     write_shard,
@@ -89,6 +92,7 @@ from raydelta.storage.checkpoint.writer import (
     write_last_checkpoint,
     write_v2_checkpoint,
 )
+from raydelta.storage.log.read_bound import checkpoint_read_rows
 from raydelta.storage.log.store import LogStore, log_store_for
 
 logger = logging.getLogger(__name__)
@@ -143,8 +147,18 @@ class CheckpointRunner:
         fan_out_min_actions: int = DEFAULT_FAN_OUT_MIN_ACTIONS,
         on_progress: ProgressCallback | None = None,
         metrics: CheckpointMetrics | None = None,
+        read_rows: int | None = None,
+        shards_per_map_output: int = DEFAULT_SHARDS_PER_MAP_OUTPUT,
     ) -> None:
+        if shards_per_map_output < 1:
+            raise ValueError(f"shards_per_map_output must be >= 1, got {shards_per_map_output}")
         self.table_uri = table_uri
+        self.read_rows = checkpoint_read_rows(read_rows)
+        """Rows every task decodes at a time: resolved here (argument, else this
+        process's :data:`~raydelta.storage.log.read_bound.READ_ROWS_ENV`, else
+        the default) and handed to each task, whose worker may not share this
+        process's environment."""
+        self.shards_per_map_output = shards_per_map_output
         self.fan_out_min_actions = fan_out_min_actions
         self.storage_options = storage_options
         self.target_actions_per_sidecar = target_actions_per_sidecar
@@ -211,7 +225,9 @@ class CheckpointRunner:
         pieces = checkpoint_pieces(store, delta.previous) if delta.previous is not None else []
         planned = time.perf_counter()
         self._progress(Progress(version=delta.version, phase="classic"))
-        ref = write_v1.remote(self.table_uri, self.storage_options, delta, pieces, now_ms)
+        ref = write_v1.remote(
+            self.table_uri, self.storage_options, delta, pieces, now_ms, self.read_rows
+        )
         info, created, report = ray.get(ref)
         if not created:  # another writer's classic checkpoint landed first
             return self._existing(delta, name, trigger, start, tasks=[report])
@@ -318,13 +334,15 @@ class CheckpointRunner:
         )
         planned = time.perf_counter()
         one_task = plan.estimate < self.fan_out_min_actions
+        bound = self.read_rows
         work = SidecarWork(
             tuple(plan.pieces),
             plan.num_shards,
             plan.exclude,
             delta.head.table_root,
-            tuple(plan.jobs),
-            plan.overflow_job,
+            tuple(replace(job, read_rows=bound) for job in plan.jobs),
+            None if plan.overflow_job is None else replace(plan.overflow_job, read_rows=bound),
+            read_rows=bound,
         )
         args = (protocol, metadata, now_ms, plan.cutoff)
         if one_task:
@@ -453,10 +471,10 @@ class CheckpointRunner:
                 refs[ref] = job.shard
         else:
             nodes = cpu_nodes()
-            bounds = group_bounds(work.num_shards, len(nodes))
-            num_groups = len(bounds) - 1
+            num_groups = map_output_groups(work.num_shards, len(nodes), self.shards_per_map_output)
+            bounds = group_bounds(work.num_shards, num_groups)
             outputs: list[list[Any]] = [
-                map_piece.options(num_returns=num_groups + 1).remote(  # type: ignore[misc]
+                map_piece.options(num_returns=num_groups + 1).remote(
                     *where,
                     piece,
                     work.num_shards,
@@ -464,13 +482,15 @@ class CheckpointRunner:
                     work.exclude_keys,
                     args[3],
                     work.table_root,
+                    work.read_rows,
                 )
                 for piece in work.pieces
             ]
             map_reports = [out[-1] for out in outputs]
             by_shard = {job.shard: job for job in work.jobs}
             for group in range(num_groups):
-                strategy = node_strategy(nodes[group]) if num_groups > 1 else "DEFAULT"
+                node = nodes[node_of_group(bounds, group, work.num_shards, len(nodes))]
+                strategy = node_strategy(node) if len(nodes) > 1 else "DEFAULT"
                 for shard in range(bounds[group], bounds[group + 1]):
                     ref = write_shard.options(scheduling_strategy=strategy).remote(
                         *where, by_shard[shard], *args, *(out[group] for out in outputs)

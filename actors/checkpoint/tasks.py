@@ -13,9 +13,15 @@ Invariants:
   results it collected).
 - A task never writes the top-level checkpoint or ``_last_checkpoint``: the
   runner does, after every sidecar exists.
-- Map task outputs are grouped by node (one object per group of
-  consecutive shards), so shard tasks on that node slice their rows out of
-  objects already local to them.
+- A map task decodes its piece a bounded batch at a time (``read_rows``,
+  :mod:`raydelta.storage.log.read_bound`) and cuts each batch by shard
+  right away: it holds one decoded batch plus its (slimmed) output, never
+  its piece's row groups decoded whole.
+- Map task outputs are one object per group of consecutive shards (a group
+  lies within one node's shards, so shard tasks on that node slice their
+  rows out of objects already local to them); each object is a tuple of
+  chunks, one per decoded batch, in file order, so a shard's rows keep the
+  order of the previous checkpoint.
 - Every task keys rows relative to the table root its job (or argument)
   carries, the one the driver cut the committed actions with
   (``LogDelta.head.table_root``).
@@ -25,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 from collections.abc import Sequence
@@ -46,6 +53,7 @@ from raydelta.storage.checkpoint.fingerprints import fingerprint_footer, with_fi
 from raydelta.storage.checkpoint.incremental import overflow_tags
 from raydelta.storage.checkpoint.shards import (
     full_rows,
+    group_bounds,
     merge_shard_rows,
     partition_rows,
     partition_rows_grouped,
@@ -57,10 +65,12 @@ from raydelta.storage.checkpoint.shards import (
 from raydelta.storage.checkpoint.sources import (
     LogDelta,
     SourcePiece,
+    iter_file_action_batches,
     read_file_actions,
     write_v1_streaming,
 )
 from raydelta.storage.checkpoint.writer import write_shard_sidecar, write_sidecar
+from raydelta.storage.log.read_bound import READS
 from raydelta.storage.log.store import LogStore, log_store_for
 
 SHARD_TASK_FAULT = "shard_task"
@@ -88,6 +98,8 @@ class ShardJob:
     delta_removes: pa.Table
     table_root: str | None
     """The table root keys are relative to (``table_root_key`` spelling)."""
+    read_rows: int | None = None
+    """Rows the task decodes at a time (None: the worker's own read bound)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,13 @@ class OverflowJob:
     """Key strings of every committed action (they replace the previous overflow's rows)."""
     table_root: str | None
     """The table root keys are relative to (``table_root_key`` spelling)."""
+    read_rows: int | None = None
+    """Rows the task decodes at a time (None: the worker's own read bound)."""
+
+
+MapChunks = tuple[tuple[pa.Table, pa.Table], ...]
+"""One map output group: ``(adds, removes)`` chunks, one per decoded batch
+that kept rows of the group, in file order (see :func:`map_rows`)."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +154,13 @@ def task_report(
         outputBytes=output_bytes,
         endedAt=time.time(),
         memoryMb=memory_mb(),
+        largestReadRows=READS.largest,
     )
+
+
+def begin_task() -> None:
+    """What every checkpoint task does first: count its own reads only."""
+    READS.reset()
 
 
 def map_rows(
@@ -146,26 +171,40 @@ def map_rows(
     exclude_keys: pa.Array,
     tombstone_cutoff_ms: int,
     table_root: str | None,
-) -> tuple[list[tuple[pa.Table, pa.Table]], TaskReport]:
+    *,
+    read_rows: int | None = None,
+    slim: bool = False,
+) -> tuple[list[MapChunks], TaskReport]:
     """One piece of the previous checkpoint read and cut: its surviving rows
     (keyed relative to ``table_root``) in ``num_groups`` groups of
-    consecutive shards, and a report (what a map task does)."""
+    consecutive shards, and a report (what a map task does).
+
+    The piece is decoded at most ``read_rows`` rows at a time (None: this
+    process's read bound) and each batch is cut at once, so the task holds
+    one decoded batch and its output; ``slim`` drops each chunk's all-null
+    columns (:func:`slim_rows`, for shipping)."""
     start = time.perf_counter()
-    adds, removes = read_file_actions(store, piece)
-    rows = adds.num_rows + removes.num_rows
-    groups = partition_rows_grouped(
-        adds,
-        removes,
-        num_shards=num_shards,
-        num_groups=num_groups,
-        exclude_keys=exclude_keys,
-        tombstone_cutoff_ms=tombstone_cutoff_ms,
-        table_root=table_root,
-    )
-    del adds, removes
+    chunks: list[list[tuple[pa.Table, pa.Table]]] = [[] for _ in range(num_groups)]
+    rows = 0
+    for adds, removes, _ in iter_file_action_batches(store, piece, read_rows=read_rows):
+        rows += adds.num_rows + removes.num_rows
+        groups = partition_rows_grouped(
+            adds,
+            removes,
+            num_shards=num_shards,
+            num_groups=num_groups,
+            exclude_keys=exclude_keys,
+            tombstone_cutoff_ms=tombstone_cutoff_ms,
+            table_root=table_root,
+        )
+        del adds, removes
+        for kept, (a, r) in zip(chunks, groups, strict=True):
+            if a.num_rows or r.num_rows:
+                kept.append(slim_rows(a, r) if slim else (a, r))
+        del groups
     crash_point(MAP_TASK_FAULT)
-    output = sum(a.nbytes + r.nbytes for a, r in groups)
-    return groups, task_report("map", start, rows, output)
+    output = sum(a.nbytes + r.nbytes for group in chunks for a, r in group)
+    return [tuple(group) for group in chunks], task_report("map", start, rows, output)
 
 
 def _map_piece(
@@ -177,14 +216,24 @@ def _map_piece(
     exclude_keys: pa.Array,
     tombstone_cutoff_ms: int,
     table_root: str | None,
+    read_rows: int | None = None,
 ) -> tuple[Any, ...]:
-    """:func:`map_rows` as a map task: one object per group (slimmed for
-    shipping), then the report."""
+    """:func:`map_rows` as a map task: one object per group (its chunks
+    slimmed for shipping), then the report."""
+    begin_task()
     store = log_store_for(table_uri, storage_options)
     groups, report = map_rows(
-        store, piece, num_shards, num_groups, exclude_keys, tombstone_cutoff_ms, table_root
+        store,
+        piece,
+        num_shards,
+        num_groups,
+        exclude_keys,
+        tombstone_cutoff_ms,
+        table_root,
+        read_rows=read_rows,
+        slim=True,
     )
-    return (*[slim_rows(a, r) for a, r in groups], report)
+    return (*groups, report)
 
 
 def build_shard(
@@ -194,25 +243,30 @@ def build_shard(
     metadata: Metadata,
     now_ms: int,
     tombstone_cutoff_ms: int,
-    mapped: Sequence[tuple[pa.Table, pa.Table]] = (),
+    mapped: Sequence[MapChunks] = (),
 ) -> ShardResult:
     """Merge and write one shard's sidecar (what a shard task does).
 
-    ``mapped``: groups made by :func:`map_rows` (slimmed or not) holding the
-    shard's previous rows; without them the rows come from the job's
-    previous sidecar and overflow sidecar.
+    ``mapped``: groups made by :func:`map_rows` (slimmed or not), one per
+    piece in piece order, holding the shard's previous rows; without them
+    the rows come from the job's previous sidecar and overflow sidecar.
     """
     start = time.perf_counter()
     layout = CheckpointLayout.for_table(TableConfiguration(protocol, metadata))
     if mapped:
-        base = [full_rows(shard_slice(a, job.shard), shard_slice(r, job.shard)) for a, r in mapped]
+        base = [
+            full_rows(shard_slice(a, job.shard), shard_slice(r, job.shard))
+            for group in mapped
+            for a, r in group
+        ]
     else:
         base = []
+        bound = job.read_rows
         if job.previous_sidecar is not None:
             piece = SourcePiece(job.previous_sidecar)
-            base.append(read_file_actions(store, piece, with_fingerprints=True))
+            base.append(read_file_actions(store, piece, with_fingerprints=True, read_rows=bound))
         if job.previous_overflow is not None:
-            rows = read_file_actions(store, SourcePiece(job.previous_overflow))
+            rows = read_file_actions(store, SourcePiece(job.previous_overflow), read_rows=bound)
             base.append(
                 select_shard_rows(*rows, job.shard, job.num_shards, table_root=job.table_root)
             )
@@ -254,9 +308,10 @@ def _write_shard(
     metadata: Metadata,
     now_ms: int,
     tombstone_cutoff_ms: int,
-    *mapped: tuple[pa.Table, pa.Table],
+    *mapped: MapChunks,
 ) -> ShardResult:
     """:func:`build_shard` as a shard task (the unit of parallel work)."""
+    begin_task()
     store = log_store_for(table_uri, storage_options)
     return build_shard(store, job, protocol, metadata, now_ms, tombstone_cutoff_ms, mapped)
 
@@ -288,7 +343,9 @@ def build_overflow(
     layout = CheckpointLayout.for_table(TableConfiguration(protocol, metadata))
     base: list[tuple[pa.Table, pa.Table]] = []
     if job.previous_overflow is not None:
-        old_adds, old_removes = read_file_actions(store, SourcePiece(job.previous_overflow))
+        old_adds, old_removes = read_file_actions(
+            store, SourcePiece(job.previous_overflow), read_rows=job.read_rows
+        )
         kept = [
             (a, r)
             for shard, (a, r) in enumerate(
@@ -344,6 +401,7 @@ def write_overflow(
     tombstone_cutoff_ms: int,
 ) -> ShardResult:
     """:func:`build_overflow` as a task."""
+    begin_task()
     store = log_store_for(table_uri, storage_options)
     return build_overflow(store, job, protocol, metadata, now_ms, tombstone_cutoff_ms)
 
@@ -355,12 +413,14 @@ def write_v1(
     delta: LogDelta,
     pieces: list[SourcePiece],
     now_ms: int,
+    read_rows: int | None = None,
 ) -> tuple[LastCheckpointInfo, bool, TaskReport]:
     """The classic V1 checkpoint, streamed: its info, whether it was written
     (not when a classic checkpoint of the version was already there), a report."""
+    begin_task()
     start = time.perf_counter()
     store = log_store_for(table_uri, storage_options)
-    info, written = write_v1_streaming(store, delta, pieces, now_ms=now_ms)
+    info, written = write_v1_streaming(store, delta, pieces, now_ms=now_ms, read_rows=read_rows)
     return info, written, task_report("v1", start, info.size if written else 0)
 
 
@@ -402,3 +462,40 @@ def concat_rows(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
     if not tables:
         return with_fingerprints(empty.slice(0, 0))
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+DEFAULT_SHARDS_PER_MAP_OUTPUT = 8
+"""Shards per map output object when fanned out (the shuffle's grain).
+
+A shard task pins every map output object it reads for as long as it runs;
+with one object per node (as before), every shard task on one machine
+pinned the whole shuffle (every previous row of the table: the 3.9 GB
+raylets of issue 32 at 10M files), so nothing could be freed or spilled
+until the last shard task ended. With one object per piece and group of
+``8`` consecutive shards, a shard task pins ``8 / num_shards`` of the
+shuffle (~110 MB of ~2.8 GB at 10M files and 201 shards, by the ~70 MB per
+250,000 actions of MAP_CALLS_PER_WORKER), an object is freed as soon
+as its group's shard tasks are done, and Ray can spill all the others to
+disk when the object store is full: the store's footprint is bounded by its
+capacity, not by the table. The price is objects: ``pieces * num_shards /
+8`` (~1,000 at 10M files) instead of one per piece and node."""
+
+
+def map_output_groups(num_shards: int, num_nodes: int, shards_per_output: int) -> int:
+    """How many map output groups (each ~``shards_per_output`` consecutive
+    shards, cut by :func:`~raydelta.storage.checkpoint.shards.group_bounds`):
+    a multiple of ``num_nodes`` where it can be, so no group straddles two
+    nodes' shard ranges (``group_bounds(s, k * n)`` cuts where
+    ``group_bounds(s, n)`` does).
+
+    >>> map_output_groups(201, 1, 8), map_output_groups(201, 3, 8), map_output_groups(4, 1, 8)
+    (26, 27, 1)
+    """
+    per_node = -(-num_shards // (num_nodes * shards_per_output))
+    return max(1, min(num_shards, per_node * num_nodes))
+
+
+def node_of_group(bounds: list[int], group: int, num_shards: int, num_nodes: int) -> int:
+    """The node (index) whose shard range holds group ``group``'s first shard."""
+    nodes = group_bounds(num_shards, num_nodes)
+    return max(0, bisect.bisect_right(nodes, bounds[group]) - 1)

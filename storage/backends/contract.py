@@ -278,10 +278,13 @@ class LogStore(abc.ABC):
         """Bytes ``[start, end)`` of ``path`` (fewer at its end);
         :class:`FileNotFoundError` when missing."""
 
-    def open_parquet(self, path: str, *, memory_map: bool = False) -> pq.ParquetFile:
+    def open_parquet(
+        self, path: str, *, memory_map: bool = False, buffer_size: int = 0
+    ) -> pq.ParquetFile:
         """``path`` as a parquet file; ``memory_map`` maps it where the backend
-        can (local disks) and is ignored elsewhere."""
-        return pq.ParquetFile(self.open_input(path))
+        can (local disks) and is ignored elsewhere; ``buffer_size`` > 0 reads
+        each column chunk that many bytes at a time instead of whole."""
+        return pq.ParquetFile(self.open_input(path), buffer_size=buffer_size)
 
     @abc.abstractmethod
     def status(self, path: str) -> FileStatus:

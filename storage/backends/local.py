@@ -252,8 +252,10 @@ class LocalLogStore(FsspecLogStore):
         files.sort(key=lambda f: f.name)
         return files
 
-    def open_parquet(self, path: str, *, memory_map: bool = False) -> pq.ParquetFile:
-        return pq.ParquetFile(path, memory_map=memory_map)
+    def open_parquet(
+        self, path: str, *, memory_map: bool = False, buffer_size: int = 0
+    ) -> pq.ParquetFile:
+        return pq.ParquetFile(path, memory_map=memory_map, buffer_size=buffer_size)
 
     def scan_directory(self, path: str) -> DirectoryScan | None:
         try:

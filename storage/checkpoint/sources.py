@@ -19,8 +19,12 @@ so that no process ever holds the whole table:
   read and split by shard
   (:func:`raydelta.storage.checkpoint.shards.partition_rows`).
 - :func:`write_v1_streaming`: a classic single-file V1 checkpoint written
-  piece by piece (one row group per piece), so the writer holds one piece
-  of decoded rows and the compressed output, never the whole table decoded.
+  batch by batch (one row group per read batch), so the writer holds one
+  bounded batch of decoded rows and the compressed output, never the whole
+  table decoded.
+- Every parquet read here is bounded (:mod:`raydelta.storage.log.read_bound`):
+  no batch decoded holds more than the read bound's rows, whatever the
+  previous checkpoint's row groups hold.
 
 Related modules: cutting and merging rows by shard
 (:mod:`raydelta.storage.checkpoint.shards`), the sidecars' key index
@@ -41,7 +45,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -91,6 +95,11 @@ from raydelta.storage.checkpoint.incremental import TAG_OVERFLOW, AlignedSidecar
 from raydelta.storage.checkpoint.shards import drop_expired_tombstones, drop_keys
 from raydelta.storage.checkpoint.writer import create_classic_checkpoint, parquet_write_options
 from raydelta.storage.compaction import replay_compactions_safely
+from raydelta.storage.log.read_bound import (
+    checkpoint_read_rows,
+    iter_checkpoint_batches,
+    open_checkpoint_parquet,
+)
 from raydelta.storage.log.reader import (
     NON_FILE_COLUMNS,
     CheckpointContents,
@@ -231,13 +240,15 @@ class LogDelta:
 
 
 def _parquet_has_rows(path: str, store: LogStore, column: str) -> bool:
-    """Whether a parquet file has a non-null row in struct column ``column``."""
-    with store.open_input(path) as handle:
-        parquet = pq.ParquetFile(handle)
+    """Whether a parquet file has a non-null row in struct column ``column``
+    (read a bounded batch at a time, up to the first such row)."""
+    with open_checkpoint_parquet(store, path) as parquet:
         if column not in parquet.schema_arrow.names:
             return False
-        table = parquet.read(columns=[f"{column}.path"])
-    return bool(table.num_rows) and table.column(0).null_count < table.num_rows
+        batches = iter_checkpoint_batches(
+            parquet, columns=[f"{column}.path"], read_rows=checkpoint_read_rows()
+        )
+        return any(b.column(0).null_count < b.num_rows for b in batches)
 
 
 def _describe_checkpoint(
@@ -424,8 +435,13 @@ def read_file_actions(
     *,
     use_threads: bool = False,
     with_fingerprints: bool = False,
+    read_rows: int | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The canonical ``(adds, removes)`` of one piece.
+
+    Parquet is decoded at most ``read_rows`` rows at a time (None: the
+    process's read bound), each batch turned canonical before the next is
+    decoded (:func:`iter_file_action_batches`).
 
     Single-threaded by default: a piece is one task's work and a task holds
     one CPU; parallelism comes from running tasks side by side. With
@@ -434,28 +450,17 @@ def read_file_actions(
     adds then removes, in file order) comes with its ``FINGERPRINT_COLUMN``,
     so its keys need not be hashed again.
     """
-    contents = CheckpointContents()
     footer: dict[bytes, bytes] = {}
-    if piece.format == "json":
-        with store.open_input(piece.path) as handle:
-            actions = parse_actions(handle.read())
-        contents.add_json_actions([a for a in actions if isinstance(a, (AddFile, RemoveFile))])
-    else:
-        with store.open_input(piece.path) as handle:
-            parquet = pq.ParquetFile(handle)
-            columns = _parquet_columns(parquet.schema_arrow, ("add", "remove"))
-            if piece.row_groups is None:
-                table = parquet.read(columns=columns, use_threads=use_threads)
-                footer = parquet.metadata.metadata or {}
-            else:
-                table = parquet.read_row_groups(
-                    list(piece.row_groups), columns=columns, use_threads=use_threads
-                )
-        contents.add_parquet_table(table)
-    adds = pa.concat_tables(contents.adds) if contents.adds else ADD_SCHEMA.empty_table()
-    removes = (
-        pa.concat_tables(contents.removes) if contents.removes else REMOVE_SCHEMA.empty_table()
-    )
+    add_parts: list[pa.Table] = []
+    remove_parts: list[pa.Table] = []
+    for batch_adds, batch_removes, batch_footer in iter_file_action_batches(
+        store, piece, use_threads=use_threads, read_rows=read_rows
+    ):
+        add_parts.append(batch_adds)
+        remove_parts.append(batch_removes)
+        footer = batch_footer
+    adds = pa.concat_tables(add_parts) if add_parts else ADD_SCHEMA.empty_table()
+    removes = pa.concat_tables(remove_parts) if remove_parts else REMOVE_SCHEMA.empty_table()
     if with_fingerprints and footer.get(FOOTER_FINGERPRINT_HASH.encode()) == SHARD_HASH.encode():
         text = footer.get(FOOTER_KEY_FINGERPRINTS.encode())
         try:
@@ -468,6 +473,59 @@ def read_file_actions(
     return adds, removes
 
 
+def iter_file_action_batches(
+    store: LogStore,
+    piece: SourcePiece,
+    *,
+    use_threads: bool = False,
+    read_rows: int | None = None,
+) -> Iterator[tuple[pa.Table, pa.Table, dict[bytes, bytes]]]:
+    """The canonical ``(adds, removes)`` of one piece, a bounded batch at a
+    time, with the file's footer metadata (empty but for a whole parquet file).
+
+    A parquet batch has at most ``read_rows`` rows (None: the process's read
+    bound, :func:`~raydelta.storage.log.read_bound.checkpoint_read_rows`),
+    whatever the piece's row groups hold; a JSON piece is one batch (a V2
+    top-level JSON file is parsed whole in any case).
+    """
+    if piece.format == "json":
+        with store.open_input(piece.path) as handle:
+            actions = parse_actions(handle.read())
+        contents = CheckpointContents()
+        contents.add_json_actions([a for a in actions if isinstance(a, (AddFile, RemoveFile))])
+        yield (*_canonical(contents), {})
+        return
+    rows = checkpoint_read_rows(read_rows)
+    with open_checkpoint_parquet(store, piece.path) as parquet:
+        columns = _parquet_columns(parquet.schema_arrow, ("add", "remove"))
+        footer = (parquet.metadata.metadata or {}) if piece.row_groups is None else {}
+        groups = None if piece.row_groups is None else list(piece.row_groups)
+        found = False
+        for batch in iter_checkpoint_batches(
+            parquet, columns=columns, read_rows=rows, row_groups=groups, use_threads=use_threads
+        ):
+            found = True
+            contents = CheckpointContents()
+            contents.add_parquet_table(pa.Table.from_batches([batch]))
+            del batch
+            yield (*_canonical(contents), footer)
+            del contents
+            # the raw batch is gone: hand its pages back before the next is decoded
+            pa.default_memory_pool().release_unused()
+        if not found:  # no rows: the columns' checks still apply (a non-struct column)
+            contents = CheckpointContents()
+            contents.add_parquet_table(parquet.read_row_groups([], columns=columns))
+            yield (*_canonical(contents), footer)
+
+
+def _canonical(contents: CheckpointContents) -> tuple[pa.Table, pa.Table]:
+    adds = pa.concat_tables(contents.adds) if contents.adds else ADD_SCHEMA.empty_table()
+    removes = (
+        pa.concat_tables(contents.removes) if contents.removes else REMOVE_SCHEMA.empty_table()
+    )
+    return adds, removes
+
+
 # --- V1, streamed ------------------------------------------------------------------------
 
 
@@ -477,11 +535,13 @@ def write_v1_streaming(
     pieces: Sequence[SourcePiece],
     *,
     now_ms: int,
+    read_rows: int | None = None,
 ) -> tuple[LastCheckpointInfo, bool]:
     """Write the classic ``<v>.checkpoint.parquet`` (V1 spec, one file) of ``delta``.
 
-    The previous checkpoint's rows come from ``pieces``, read one at a time
-    and written as row groups; the committed actions come last.
+    The previous checkpoint's rows come from ``pieces``, read a bounded batch
+    at a time (``read_rows``, None: the process's read bound) and written
+    as row groups; the committed actions come last.
     ``_last_checkpoint`` is not written (the caller does, after this returns).
     Returns the checkpoint's info and whether it was written: a classic
     checkpoint of the version that is already there is left as it is
@@ -513,11 +573,11 @@ def write_v1_streaming(
             num_adds += adds.num_rows
 
         for piece in pieces:
-            adds, removes = read_file_actions(store, piece)
-            adds = drop_keys(adds, exclude)
-            removes = drop_expired_tombstones(drop_keys(removes, exclude), cutoff)
-            emit(adds, removes)
-            del adds, removes
+            for adds, removes, _ in iter_file_action_batches(store, piece, read_rows=read_rows):
+                adds = drop_keys(adds, exclude)
+                removes = drop_expired_tombstones(drop_keys(removes, exclude), cutoff)
+                emit(adds, removes)
+                del adds, removes
         emit(delta.adds, drop_expired_tombstones(delta.removes, cutoff))
     data: bytes = sink.getvalue().to_pybytes()
     written = create_classic_checkpoint(store, delta.version, data)

@@ -22,6 +22,10 @@ Invariants:
   (:func:`require_add_column`), never read as an empty table.
 - :func:`read_last_checkpoint` is the one reader of ``_last_checkpoint``: a
   missing or corrupt file is no hint (None), never an error.
+- No read of checkpoint or sidecar parquet decodes more rows at once than
+  the read bound (:mod:`raydelta.storage.log.read_bound`), whatever its row
+  groups hold; what a reader keeps is the canonical rows (or, for non-file
+  columns, only the rows that hold one).
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ from raydelta.protocol.file_names import LAST_CHECKPOINT_NAME, SIDECAR_DIR, LogF
 from raydelta.protocol.last_checkpoint import LastCheckpointInfo, parse_last_checkpoint
 from raydelta.protocol.log_segment import CheckpointRef, LogSegment, check_checkpoint_spec
 from raydelta.protocol.reconciliation import TableState, state_from_checkpoint
+from raydelta.storage.log.read_bound import (
+    checkpoint_read_rows,
+    iter_checkpoint_batches,
+    open_checkpoint_parquet,
+    row_groups_with_rows,
+    rows_holding,
+)
 from raydelta.storage.log.store import LogStore
 
 ACTION_COLUMNS = (
@@ -184,17 +195,19 @@ def _parquet_columns(
 
 
 def read_parquet_actions(
-    store: LogStore, path: str, wanted: Sequence[str] = ACTION_COLUMNS
+    store: LogStore,
+    path: str,
+    wanted: Sequence[str] = NON_FILE_COLUMNS,
+    *,
+    read_rows: int | None = None,
 ) -> pa.Table:
-    """Read the action columns of a checkpoint/sidecar parquet file at ``path``."""
-    try:
-        parquet = store.open_parquet(path, memory_map=True)
-        columns = _parquet_columns(parquet.schema_arrow, wanted)
-        return parquet.read(columns=columns, use_threads=True)
-    except FileNotFoundError:
-        raise
-    except (OSError, pa.ArrowException) as exc:
-        raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
+    """The rows of a checkpoint/sidecar parquet file at ``path`` that hold one
+    of the ``wanted`` action columns (those columns only), read in bounded
+    batches (:func:`raydelta.storage.log.read_bound.checkpoint_read_rows`)
+    from every row group (none is skipped by its statistics: this also
+    proves the columns decode): meant for the few non-file rows, never a
+    whole file's file actions."""
+    return read_rows_of_columns(store, path, wanted, read_rows=read_rows, every_group=True)
 
 
 def _stats_from_parsed(table: pa.Table) -> pa.Table:
@@ -326,15 +339,11 @@ def sidecar_path(store: LogStore, sidecar: Sidecar) -> str:
 
 
 STREAM_BATCH_ROWS = 131_072
-"""Rows decoded at a time from a checkpoint part or sidecar: the raw rows of
-one batch are converted to the canonical layout and dropped before the next
-is decoded, so reading a checkpoint costs its canonical tables plus one batch."""
-
-
-def _open_parquet(store: LogStore, path: str) -> pq.ParquetFile:
-    # No memory map: mapped pages of the file count in the reader's RSS for as
-    # long as a decoded buffer might point into them; plain reads do not.
-    return store.open_parquet(path)
+"""Rows per batch a streamed file scan hands out by default
+(:func:`raydelta.storage.live_files.iter_live_files`). Decoding is bounded
+apart, by the read bound: the raw rows of one batch are converted to the
+canonical layout and dropped before the next is decoded, so reading a
+checkpoint costs its canonical tables plus one bounded batch per file."""
 
 
 def iter_parquet_actions(
@@ -342,23 +351,27 @@ def iter_parquet_actions(
     path: str,
     wanted: Sequence[str] = ACTION_COLUMNS,
     *,
-    batch_rows: int = STREAM_BATCH_ROWS,
+    batch_rows: int | None = None,
     add_fields: Sequence[str] | None = None,
 ) -> Iterator[pa.Table]:
     """The action columns of a checkpoint/sidecar parquet file at ``path``, one
-    batch of at most ``batch_rows`` rows at a time (never the whole file);
+    batch of at most ``batch_rows`` rows at a time (never the whole file, nor
+    a whole row group; None: the process's read bound,
+    :func:`~raydelta.storage.log.read_bound.checkpoint_read_rows`);
     ``add_fields`` narrows the ``add`` leaves decoded.
 
     The first table has no rows and every wanted column the file has (so a
     caller sees the file's columns even when they hold no row). Per row
     group, a column other than ``add`` whose leaves are all null by the
-    footer's statistics is not decoded (:func:`_row_groups_with_rows`): a
+    footer's statistics is not decoded
+    (:func:`~raydelta.storage.log.read_bound.row_groups_with_rows`): a
     classic checkpoint's ``remove``/``metaData``/``txn`` columns cost nothing
     in its ``add`` rows. ``add`` is always decoded (a live file is never
     left to a writer's statistics).
     """
+    rows = checkpoint_read_rows(batch_rows)
     try:
-        parquet = _open_parquet(store, path)
+        parquet = open_checkpoint_parquet(store, path)
         schema = parquet.schema_arrow
         columns = _parquet_columns(schema, wanted, add_fields)
         if parquet.metadata.num_rows == 0:
@@ -369,15 +382,13 @@ def iter_parquet_actions(
         pool = pa.default_memory_pool()
         for group in range(parquet.metadata.num_row_groups):
             present = [
-                c
-                for c in top
-                if c == "add" or _row_groups_with_rows(parquet.metadata, [c], [group])
+                c for c in top if c == "add" or row_groups_with_rows(parquet.metadata, [c], [group])
             ]
             group_columns = _parquet_columns(schema, present, add_fields)
             if not group_columns:
                 continue
-            for batch in parquet.iter_batches(
-                batch_size=batch_rows, row_groups=[group], columns=group_columns, use_threads=True
+            for batch in iter_checkpoint_batches(
+                parquet, columns=group_columns, read_rows=rows, row_groups=[group]
             ):
                 yield pa.Table.from_batches([batch])
                 # the batch's raw buffers are dropped by now: hand freed pages
@@ -390,13 +401,13 @@ def iter_parquet_actions(
 
 
 def _read_part_streaming(
-    store: LogStore, path: str, wanted: Sequence[str]
+    store: LogStore, path: str, wanted: Sequence[str], read_rows: int | None = None
 ) -> tuple[CheckpointContents, set[str]]:
     """One parquet part or sidecar, batch by batch, into canonical form; and the
     top-level action columns the file has."""
     contents = CheckpointContents()
     seen: set[str] = set()
-    for table in iter_parquet_actions(store, path, wanted):
+    for table in iter_parquet_actions(store, path, wanted, batch_rows=read_rows):
         seen.update(table.column_names)
         contents.add_parquet_table(table)
     return contents, seen
@@ -410,12 +421,17 @@ def _merge(into: CheckpointContents, part: CheckpointContents) -> None:
 
 
 def read_checkpoint(
-    store: LogStore, parts: Sequence[LogFile], *, max_workers: int = 8
+    store: LogStore,
+    parts: Sequence[LogFile],
+    *,
+    max_workers: int = 8,
+    read_rows: int | None = None,
 ) -> CheckpointContents:
     """Read every part of one checkpoint (and its sidecars) into canonical form.
 
     Parquet parts and sidecars are streamed (:func:`iter_parquet_actions`):
-    at most ``max_workers`` files are being decoded at once, one batch each.
+    at most ``max_workers`` files are being decoded at once, one batch of at
+    most ``read_rows`` rows each (None: the process's read bound).
     """
     contents = CheckpointContents()
     parquet_parts = [p for p in parts if p.name.endswith(".parquet")]
@@ -425,7 +441,9 @@ def read_checkpoint(
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         read = list(
             pool.map(
-                lambda p: _read_part_streaming(store, store.path_of(p.name), ACTION_COLUMNS),
+                lambda p: _read_part_streaming(
+                    store, store.path_of(p.name), ACTION_COLUMNS, read_rows
+                ),
                 parquet_parts,
             )
         )
@@ -439,7 +457,9 @@ def read_checkpoint(
 
             def read_sidecar(path: str) -> CheckpointContents:
                 try:
-                    sidecar, columns = _read_part_streaming(store, path, ("add", "remove"))
+                    sidecar, columns = _read_part_streaming(
+                        store, path, ("add", "remove"), read_rows
+                    )
                 except FileNotFoundError as exc:
                     raise CorruptLogError(f"sidecar file missing: {path}") from exc
                 if "add" not in columns and "remove" not in columns:
@@ -461,10 +481,16 @@ def checkpoint_ref(parts: Sequence[LogFile]) -> CheckpointRef:
 
 
 def checkpoint_state(
-    store: LogStore, version: int, parts: Sequence[LogFile], *, table_root: str | None = None
+    store: LogStore,
+    version: int,
+    parts: Sequence[LogFile],
+    *,
+    table_root: str | None = None,
+    read_rows: int | None = None,
 ) -> TableState:
-    """The state a checkpoint describes; ``table_root`` as in :class:`TableState`."""
-    contents = read_checkpoint(store, parts)
+    """The state a checkpoint describes; ``table_root`` as in :class:`TableState`;
+    ``read_rows`` as in :func:`read_checkpoint`."""
+    contents = read_checkpoint(store, parts, read_rows=read_rows)
     adds = pa.concat_tables(contents.adds) if contents.adds else ADD_SCHEMA.empty_table()
     removes = (
         pa.concat_tables(contents.removes) if contents.removes else REMOVE_SCHEMA.empty_table()
@@ -472,47 +498,47 @@ def checkpoint_state(
     return state_from_checkpoint(version, contents.non_file_actions, adds, removes, table_root)
 
 
-def _row_groups_with_rows(
-    metadata: pq.FileMetaData, columns: Sequence[str], groups: Sequence[int] | None = None
-) -> list[int]:
-    """Row groups where some leaf of the top-level ``columns`` is not all null.
-
-    Every non-file action has a required field, so a row group whose leaves
-    of that column are all null (per the footer's statistics) holds none of
-    it and is not read: a classic checkpoint's million ``add`` rows cost
-    footer bytes only. A row group without statistics is read.
-    """
-    wanted = set(columns)
-    found: list[int] = []
-    for index in range(metadata.num_row_groups) if groups is None else groups:
-        group = metadata.row_group(index)
-        for position in range(group.num_columns):
-            chunk = group.column(position)
-            if chunk.path_in_schema.split(".", 1)[0] not in wanted:
-                continue
-            stats = chunk.statistics
-            if stats is None or not stats.has_null_count or stats.null_count < chunk.num_values:
-                found.append(index)
-                break
-    return found
-
-
-def read_rows_of_columns(store: LogStore, path: str, wanted: Sequence[str]) -> pa.Table:
-    """The ``wanted`` action columns of a parquet checkpoint part, read only from
-    the row groups that hold any of them (see :func:`_row_groups_with_rows`)."""
+def read_rows_of_columns(
+    store: LogStore,
+    path: str,
+    wanted: Sequence[str],
+    *,
+    read_rows: int | None = None,
+    every_group: bool = False,
+) -> pa.Table:
+    """The rows of a parquet checkpoint part that hold one of the ``wanted``
+    action columns (those columns only), read only from the row groups that
+    hold any (see :func:`~raydelta.storage.log.read_bound.row_groups_with_rows`; all of them with
+    ``every_group``), a bounded batch at a time: a row group of a million
+    ``add`` rows and one ``metaData`` row costs bounded batches of decoding,
+    and one row is kept."""
+    rows = checkpoint_read_rows(read_rows)
     try:
-        with store.open_input(path) as handle:
-            parquet = pq.ParquetFile(handle)
+        with open_checkpoint_parquet(store, path) as parquet:
             columns = _parquet_columns(parquet.schema_arrow, wanted)
-            groups = _row_groups_with_rows(parquet.metadata, wanted)
-            return parquet.read_row_groups(groups, columns=columns)
+            groups = (
+                list(range(parquet.metadata.num_row_groups))
+                if every_group
+                else row_groups_with_rows(parquet.metadata, wanted)
+            )
+            kept = [
+                rows_holding(batch, wanted)
+                for batch in iter_checkpoint_batches(
+                    parquet, columns=columns, read_rows=rows, row_groups=groups
+                )
+            ]
+            if not kept:
+                return parquet.read_row_groups([], columns=columns)
+            return pa.Table.from_batches(kept)
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as exc:
         raise CorruptLogError(f"cannot read checkpoint file {path}: {exc}") from exc
 
 
-def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> TableState:
+def checkpoint_head(
+    store: LogStore, version: int, parts: Sequence[LogFile], *, read_rows: int | None = None
+) -> TableState:
     """The non-file part of a checkpoint's state (protocol, metadata, txns,
     domains): only those columns of parquet parts are read (and the sidecar
     references, to judge the checkpoint's spec), sidecar files never."""
@@ -524,7 +550,7 @@ def checkpoint_head(store: LogStore, version: int, parts: Sequence[LogFile]) -> 
             contents.sidecars.extend(a for a in actions if isinstance(a, Sidecar))
         else:
             table = read_rows_of_columns(
-                store, store.path_of(part.name), (*NON_FILE_COLUMNS, "sidecar")
+                store, store.path_of(part.name), (*NON_FILE_COLUMNS, "sidecar"), read_rows=read_rows
             )
             contents.add_parquet_table(table)
     contents.check_one_protocol_and_metadata()
