@@ -18,6 +18,10 @@ def test_ray_cluster_yaml_passes_rays_validation() -> None:
     assert sum(t["max_workers"] for t in types.values()) <= config["max_workers"]
     # the head only hosts the table actors (num_cpus=0): the work scales out on workers
     assert any("--num-cpus=0" in cmd for cmd in config["head_start_ray_commands"])
+    # table hosts only on the head: autoscaled workers come and go without moving tables
+    assert types[config["head_node_type"]]["resources"] == {"table_host": 1}
+    for commands in (config["head_start_ray_commands"], config["worker_start_ray_commands"]):
+        assert any("RAYDELTA_HOST_RESOURCE=table_host" in cmd for cmd in commands)
 
 
 def test_the_local_autoscaling_tests_use_the_yamls_node_types() -> None:

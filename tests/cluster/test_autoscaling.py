@@ -119,6 +119,8 @@ def cluster() -> Iterator[FakeCluster]:
         "AUTOSCALER_UPDATE_INTERVAL_S": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": str(REPO),
+        # as ray_cluster.yaml's start commands: only the head hosts tables
+        "RAYDELTA_HOST_RESOURCE": "table_host",
     }
     env.pop("RAY_ADDRESS", None)
     command = [
@@ -127,6 +129,7 @@ def cluster() -> Iterator[FakeCluster]:
         "--head",
         f"--port={port}",
         "--num-cpus=0",
+        '--resources={"table_host": 1}',
         f"--temp-dir={root}",
         f"--autoscaling-config={config}",
         "--include-dashboard=true",
