@@ -28,6 +28,9 @@ Scenarios (each records, never asserts: the test decides):
   connection to the old address is tried. (Removing a node kills its
   workers with the raylet: Ray's workers die with their parent raylet, so
   only a cut-off node leaves a live old incarnation.)
+- ``warehouse``: 16 tables spread over the worker nodes' table hosts; a
+  node is added (some tables move to its hosts), then removed while four
+  writers commit to random tables.
 - ``checkpoint``: a V2 checkpoint with many sidecars is built; the node
   holding the ``CheckpointActor`` is removed mid-build; then a checkpoint
   is asked for again.
@@ -76,6 +79,8 @@ SYSTEM_CONFIG = {
 WRITERS = 4
 COMMITS_PER_WRITER = 25
 KILL_AFTER_COMMITS = 5
+WAREHOUSE_TABLES = 16
+WAREHOUSE_COMMITS = 15
 
 
 def free_port() -> int:
@@ -324,6 +329,71 @@ def scenario_zombie(cluster: Cluster, root: Path) -> dict[str, Any]:
     }
 
 
+def spread_writer(
+    uris: list[str], index: int, commits: int, log: list[dict[str, Any]], progress: list[int]
+) -> None:
+    import random
+
+    rng = random.Random(index)
+    tables = {uri: TableClient.open(uri, use_channel=index % 2 == 1) for uri in uris}
+    for commit in range(commits):
+        uri = rng.choice(uris)
+        path = f"w{index}-c{commit}.parquet"
+        try:
+            version = tables[uri].transaction().add(make_add(path)).commit()
+        except Exception as exc:
+            log.append({"uri": uri, "path": path, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        log.append({"uri": uri, "path": path, "version": version})
+        progress[index] += 1
+
+
+def hosts_of(tables: list[TableClient]) -> dict[str, str]:
+    """``{table uri: node id}`` of the host each table is active on now."""
+    return {t.uri: status_of(t)["node_id"] for t in tables}
+
+
+def scenario_warehouse(cluster: Cluster, root: Path) -> dict[str, Any]:
+    """Tables spread over the worker nodes' hosts; a node added (tables move to
+    it); then a node removed while writers commit to every table."""
+    tables = [new_table(root / "warehouse" / f"t{i:02d}") for i in range(WAREHOUSE_TABLES)]
+    spread = hosts_of(tables)
+    added = add_worker(cluster)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+        n["NodeID"] == added.node_id and n["Alive"] for n in ray.nodes()
+    ):
+        time.sleep(0.1)
+    time.sleep(3.0)  # every process's view of the pool takes the new node in
+    for table in tables:
+        table.transaction().add(make_add("after-join.parquet")).commit()
+    joined = hosts_of(tables)
+    logs: list[list[dict[str, Any]]] = [[] for _ in range(WRITERS)]
+    progress = [0] * WRITERS
+    uris = [t.uri for t in tables]
+    threads = [
+        threading.Thread(target=spread_writer, args=(uris, i, WAREHOUSE_COMMITS, logs[i], progress))
+        for i in range(WRITERS)
+    ]
+    for thread in threads:
+        thread.start()
+    while min(progress) < KILL_AFTER_COMMITS and any(t.is_alive() for t in threads):
+        time.sleep(0.02)
+    victim = added.node_id  # the newest node holds a share of the tables now
+    cluster.remove_node(added, allow_graceful=False)
+    for thread in threads:
+        thread.join(timeout=600)
+    return {
+        "uris": uris,
+        "spread": spread,
+        "joined": joined,
+        "added_node": added.node_id,
+        "removed_node": victim,
+        "after": hosts_of(tables),
+        "writers": logs,
+    }
+
+
 def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
     from benchmarks.checkpoint import copy_table
     from benchmarks.table_builder import build_large_table
@@ -387,6 +457,7 @@ def scenario_checkpoint(cluster: Cluster, root: Path) -> dict[str, Any]:
 
 
 SCENARIOS = {
+    "warehouse": scenario_warehouse,
     "metrics": scenario_metrics,
     "node_loss": scenario_node_loss,
     "zombie": scenario_zombie,

@@ -149,6 +149,25 @@ def test_an_old_incarnation_serves_no_commit_once_the_actor_restarted(
     assert final["version"] == max(commits) == len(result["acked"])
 
 
+def test_tables_spread_over_the_hosts_follow_nodes_that_join_and_leave(
+    observed: dict[str, Any],
+) -> None:
+    result = scenario(observed, "warehouse")
+    spread, joined, after = result["spread"], result["joined"], result["after"]
+    assert len(set(spread.values())) >= 2  # the tables are spread over the workers
+    moved_in = {uri for uri, node in joined.items() if node == result["added_node"]}
+    assert moved_in  # a node joined: some tables moved to its hosts...
+    assert all(spread[uri] == joined[uri] for uri in spread if uri not in moved_in)  # only those
+    assert result["removed_node"] not in after.values()  # ...and left with it
+    entries = [entry for log in result["writers"] for entry in log]
+    assert [e for e in entries if "error" in e] == []
+    for uri in result["uris"]:
+        mine = [e for e in entries if e["uri"] == uri]
+        after_join = [{"path": "after-join.parquet", "version": 1}]
+        commits = assert_exactly_once(uri, after_join + mine)
+        assert max(commits) == 1 + len(mine)
+
+
 def test_checkpoint_actor_lost_mid_build_leaves_no_partial_checkpoint(
     observed: dict[str, Any],
 ) -> None:
