@@ -9,23 +9,13 @@ from typing import Any
 
 import pytest
 
-from raydelta.actors.cluster import NAMESPACE
-
 
 def kill_actors_of(bucket: str) -> list[str]:
-    """Kill every raydelta actor (table, checkpoint, cleanup) of a table in ``bucket``."""
-    import ray
+    """Deactivate every table in ``bucket`` on the table hosts and kill its other
+    raydelta actors (dedicated host, checkpoint, cleanup)."""
+    from tests.actor_teardown import kill_actors_under
 
-    killed = []
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        if entry["namespace"] != NAMESPACE or f"://{bucket}/" not in entry["name"]:
-            continue
-        try:
-            ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE), no_restart=True)
-        except ValueError:  # died in between
-            continue
-        killed.append(entry["name"])
-    return killed
+    return kill_actors_under(f"s3://{bucket}")
 
 
 @pytest.fixture
