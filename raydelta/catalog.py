@@ -46,10 +46,13 @@ from raydelta.actors.cluster import get_unwrapped, start_actor
 from raydelta.actors.table.client import new_table_actions
 from raydelta.arguments import check_bool as _check_bool
 from raydelta.arguments import check_choice as _check_choice
+from raydelta.dml.optimize import auto_compact
 from raydelta.history import History
 from raydelta.protocol.catalog_managed import RatifiedCommits
 from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import CatalogManagedTableError, InvalidArgumentError
+from raydelta.protocol.maintenance_policy import JobKind as MaintenanceOperation
+from raydelta.protocol.maintenance_policy import MaintenanceDefaults
 from raydelta.protocol.privileges import Privilege, parse_privileges
 from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.securables import SecurableType, parse_securable_type
@@ -213,6 +216,44 @@ class CatalogTable(Table):
             )
         )
 
+    def maintain(
+        self, operation: MaintenanceOperation, *, timeout_s: float = 600.0
+    ) -> dict[str, Any]:
+        """Ask the catalog to run ``operation`` (``"checkpoint"``, ``"cleanup"``,
+        ``"optimize"`` or ``"vacuum"``) on this table now, by the table's
+        policy (retentions from its properties), on the catalog's maintenance
+        service, after the job it may be running; needs WRITE. Returns the run's
+        record: ``kind``, ``version`` (the published version it covered),
+        ``report`` (or ``error``). OPTIMIZE and VACUUM commit through the
+        catalog and show in :meth:`history`.
+
+        >>> table.maintain("optimize")["report"]["numFilesRemoved"]   # doctest: +SKIP
+        """
+        _check_choice("operation", operation, ("checkpoint", "cleanup", "optimize", "vacuum"))
+        actor, table_id, location, published = self.client._call(
+            "maintenance_target", self.maintenance_wait_s
+        )
+        if published is None:
+            raise CatalogManagedTableError(
+                f"no version of {self.table_name!r} is published yet: nothing to maintain",
+                self.uri,
+            )
+        outcome: dict[str, Any] = get_unwrapped(
+            actor.run_now.remote(
+                table_id, self.table_name, location, operation, published, timeout_s
+            )
+        )
+        return outcome
+
+    def maintenance_settled(self, *, version: int | None = None, timeout_s: float = 60.0) -> bool:
+        """Wait until the catalog's automatic maintenance has read every published
+        version through ``version`` (default: the latest) and nothing is due or
+        running; False on timeout."""
+        latest = self.version() if version is None else version
+        actor, table_id, _location, _published = self.client._call("maintenance_target")
+        settled: bool = get_unwrapped(actor.settled.remote(table_id, latest, timeout_s))
+        return settled
+
     @property
     def checkpoint_actor(self) -> Any:
         raise CatalogManagedTableError(
@@ -254,6 +295,12 @@ class Catalog:
     Without a role the catalog refuses to vend S3 credentials
     (:class:`~raydelta.protocol.errors.CredentialsUnavailableError`); it
     never hands out its own keys.
+
+    ``maintenance``: the catalog's automatic maintenance of its managed tables
+    (:class:`~raydelta.protocol.maintenance_policy.MaintenanceDefaults`: on by
+    default; checkpoints every 10 commits, metadata cleanup after each,
+    auto-compaction after 50 small files, VACUUM at most daily; each table's
+    properties override them). See :meth:`CatalogTable.maintain`.
     """
 
     def __init__(
@@ -270,6 +317,7 @@ class Catalog:
         credential_lifetime_s: int = 3600,
         sts_endpoint_url: str | None = None,
         credential_external_id: str | None = None,
+        maintenance: MaintenanceDefaults | None = None,
     ) -> None:
         root_uri = normalize_uri(root or DEFAULT_ROOT)
         if store is None:
@@ -294,10 +342,13 @@ class Catalog:
             credential_lifetime_s=credential_lifetime_s,
             sts_endpoint_url=sts_endpoint_url,
             credential_external_id=credential_external_id,
+            maintenance=maintenance or MaintenanceDefaults(),
         )
         self.name = name
         self.storage_options = storage_options
-        self.actor = start_actor(CatalogActor, catalog_actor_name(name), store, settings)
+        self.actor = start_actor(
+            CatalogActor, catalog_actor_name(name), store, settings, auto_compact
+        )
         bootstrap = get_unwrapped(self.actor.take_bootstrap_token.remote())
         self.token = token if token is not None else bootstrap
 

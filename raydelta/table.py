@@ -116,8 +116,20 @@ def open_table(
     actor's direct, authenticated socket instead of Ray (opt-in; also
     ``RAYDELTA_CHANNEL=1``): faster commits, and every call falls back to Ray
     when the socket fails (exactly once by the commit's ``txnId``)."""
+    import ray
+
     table = Table.open(uri, storage_options=storage_options, use_channel=use_channel)
-    if table.version() < 0:
+    try:
+        version = table.version()
+    except ray.exceptions.ActorDiedError:
+        # the actor refused to start: a catalog-managed table is the usual reason, and
+        # reading it by path says so with the typed error (reads, writes and maintenance
+        # of such a table go through its catalog)
+        from raydelta.storage.snapshot import load_snapshot
+
+        load_snapshot(table.uri, storage_options=storage_options)
+        raise
+    if version < 0:
         raise TableNotFoundError(f"no Delta table at {table.uri}")
     return table
 
