@@ -6,6 +6,9 @@ behind its back."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +24,7 @@ from raydelta.protocol.errors import CatalogManagedTableError
 from raydelta.protocol.file_names import LogFileKind, parse_log_file_name
 from raydelta.protocol.maintenance_policy import MaintenanceDefaults
 
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = pa.schema([("id", pa.int64())])
 NewCatalog = Callable[..., Catalog]
 
@@ -68,6 +72,27 @@ def test_checkpoints_and_cleanup_follow_the_interval(new_catalog: NewCatalog) ->
     cleanup = next(run for run in history if run["kind"] == "cleanup")
     assert cleanup["report"]["deleted"] == []  # every commit is within the 30-day retention
     assert sorted(table.to_arrow().column("id").to_pylist()) == list(range(7))
+
+    # `raydelta status` shows what ran, per managed table
+    address = ray.get_runtime_context().gcs_address
+    command = [sys.executable, "-m", "raydelta.cli", "status", "--address", address]
+    listed = subprocess.run(
+        [*command, "--json"], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert listed.returncode == 0, listed.stderr
+    ours = [
+        e
+        for e in json.loads(listed.stdout)
+        if e.get("catalog") == catalog.name and e.get("maintenance")
+    ]
+    assert [e["table"] for e in ours] == ["t"]
+    assert ours[0]["maintenance"]["newest_checkpoint"] in versions
+    assert {run["kind"] for run in ours[0]["maintenance"]["history"]} >= {"checkpoint", "cleanup"}
+    text = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert "catalog maintenance of managed tables" in text.stdout
+    assert any(
+        line.startswith(catalog.name) and " t " in line for line in text.stdout.splitlines()
+    ), text.stdout
 
 
 def test_auto_compaction_commits_optimize_through_the_catalog(new_catalog: NewCatalog) -> None:
