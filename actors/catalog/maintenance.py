@@ -23,7 +23,8 @@ Invariants:
   that commit (OPTIMIZE, VACUUM START / END) commit through the catalog like
   any writer (conflicts checked, rebased), as the maintenance principal.
 - One job at a time per table; a failing job is recorded (``status()``) and
-  its trigger is not retried before the next one.
+  its trigger is not retried before the next one (a failed VACUUM: after the
+  interval).
 - Progress and history: :meth:`MaintenanceActor.status` per table: what runs,
   and the last :data:`HISTORY_KEPT` runs with their reports.
 """
@@ -348,6 +349,8 @@ class MaintenanceActor:
         except Exception as exc:
             logger.warning("maintenance %s of %s failed", run.job.kind, table.name, exc_info=True)
             record["error"] = f"{type(exc).__name__}: {exc}"
+            if run.job.kind == "vacuum":  # tried again after the interval, not at once
+                table.state = table.state.model_copy(update={"data_changed_since_vacuum": True})
         with self._wake:
             table.history.appendleft(record)
             table.running = None
