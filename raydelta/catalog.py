@@ -179,8 +179,10 @@ class CatalogTable(Table):
         enforce_retention_duration: bool = True,
     ) -> VacuumReport:
         """VACUUM against the latest ratified version (files of commits not yet
-        published stay); options as :meth:`raydelta.Table.vacuum`."""
-        from raydelta.storage.cleanup.vacuum import vacuum
+        published stay); options as :meth:`raydelta.Table.vacuum`. A real run
+        records ``VACUUM START`` / ``VACUUM END`` commits through the catalog, as
+        delta-spark does."""
+        from raydelta.actors.catalog.maintenance_jobs import vacuum_through_catalog
 
         for option, value in (
             ("dry_run", dry_run),
@@ -190,14 +192,12 @@ class CatalogTable(Table):
             _check_bool(option, value)
         retention_ms = duration_ms(retention)
         self._maintenance_version()
-        return vacuum(
-            self.uri,
-            retention_hours=None if retention_ms is None else retention_ms / 3_600_000,
-            lite=lite,
-            dry_run=dry_run,
+        return vacuum_through_catalog(
+            self.client,
+            retention_ms=retention_ms,
             force=not enforce_retention_duration,
-            storage_options=self.storage_options,
-            snapshot=self.client._load_snapshot(),
+            dry_run=dry_run,
+            lite=lite,
         )
 
     def history(self, *, limit: int | None = None) -> History:

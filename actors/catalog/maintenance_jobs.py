@@ -33,6 +33,7 @@ from raydelta.protocol.maintenance_policy import (
     MaintenancePolicy,
     is_small_data_file,
 )
+from raydelta.storage.cleanup.vacuum import VacuumReport
 from raydelta.storage.log.store import LogStore
 
 Compactor = Callable[..., Any]
@@ -128,17 +129,36 @@ def run_job(
 
 
 def _vacuum(client: CatalogTableClient, job: MaintenanceJob) -> dict[str, Any]:
-    """VACUUM by the table's retention, against the latest ratified version;
-    ``VACUUM START`` / ``VACUUM END`` committed through the catalog."""
-    import pyarrow.compute as pc
-
-    from raydelta.storage.cleanup.vacuum import VacuumPlan, VacuumReport, vacuum
-
+    """VACUUM by the policy's retention (the table's, or a catalog-wide default
+    below it, which is the admin's explicit choice)."""
     snapshot = client._load_snapshot()
     default_ms = snapshot.table_configuration.deleted_file_retention_ms
     retention_ms = default_ms if job.retention_ms is None else job.retention_ms
-    # a catalog-wide default below the table's own retention is the admin's explicit choice
-    force = retention_ms < default_ms
+    report = vacuum_through_catalog(
+        client, retention_ms=retention_ms, force=retention_ms < default_ms, snapshot=snapshot
+    )
+    return report.to_json_dict()
+
+
+def vacuum_through_catalog(
+    client: CatalogTableClient,
+    *,
+    retention_ms: int | None,
+    force: bool = False,
+    dry_run: bool = False,
+    lite: bool = False,
+    snapshot: Any = None,
+) -> VacuumReport:
+    """VACUUM of a catalog-managed table against its latest *ratified* version
+    (``snapshot``, else loaded through the catalog), with ``VACUUM START`` /
+    ``VACUUM END`` committed through the catalog as delta-spark records them
+    (none on a dry run)."""
+    import pyarrow.compute as pc
+
+    from raydelta.storage.cleanup.vacuum import VacuumPlan, vacuum
+
+    snapshot = snapshot if snapshot is not None else client._load_snapshot()
+    default_ms = snapshot.table_configuration.deleted_file_retention_ms
 
     def started(plan: VacuumPlan) -> None:
         client.record_operation(
@@ -164,17 +184,24 @@ def _vacuum(client: CatalogTableClient, job: MaintenanceJob) -> dict[str, Any]:
             },
         )
 
-    report = vacuum(
+    return vacuum(
         client.uri,
-        retention_hours=retention_ms / 3_600_000,
-        dry_run=False,
+        retention_hours=None if retention_ms is None else retention_ms / 3_600_000,
+        dry_run=dry_run,
+        lite=lite,
         force=force,
         storage_options=client.storage_options,
         snapshot=snapshot,
         on_start=started,
         on_end=ended,
     )
-    return report.to_json_dict()
 
 
-__all__ = ["CommitScan", "Compactor", "initial_configuration", "run_job", "scan_commits"]
+__all__ = [
+    "CommitScan",
+    "Compactor",
+    "initial_configuration",
+    "run_job",
+    "scan_commits",
+    "vacuum_through_catalog",
+]

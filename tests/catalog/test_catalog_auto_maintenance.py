@@ -168,3 +168,19 @@ def test_a_table_property_turns_maintenance_off(new_catalog: NewCatalog) -> None
     assert table.maintenance_settled(timeout_s=60)
     time.sleep(0.5)
     assert checkpoint_versions(table) == []
+
+
+def test_catalog_table_vacuum_records_start_and_end(new_catalog: NewCatalog) -> None:
+    catalog = new_catalog(maintenance=MaintenanceDefaults(enabled=False))
+    table = _create(catalog, "t")
+    table.append(pa.table({"id": [1]}))
+    table.vacuum()  # a dry run records nothing
+    assert [e.operation for e in table.history(limit=1)] == ["WRITE"]
+    report = table.vacuum(dry_run=False)
+    assert report.files == []
+    end, start = table.history(limit=2)
+    assert (end.operation, start.operation) == ("VACUUM END", "VACUUM START")
+    assert start.commit_info is not None
+    parameters = start.commit_info["operationParameters"]
+    assert parameters["retentionCheckEnabled"] is True
+    assert parameters["defaultRetentionMillis"] == 7 * 24 * 3600 * 1000
