@@ -89,7 +89,10 @@ class CatalogTable(Table):
     latest *ratified* version references, published or not; :meth:`history`
     shows the ratified commits not yet published too. They run in the
     caller's process (checkpoint shards as Ray tasks), not in the per-table
-    maintenance actors, which follow filesystem tables.
+    maintenance actors, which follow filesystem tables. The catalog also
+    maintains the table itself, by its policy
+    (:mod:`raydelta.protocol.maintenance_policy`); :meth:`maintain` asks it to
+    run one job now, on its maintenance service.
     """
 
     maintenance_wait_s: float = 30.0
