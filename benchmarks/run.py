@@ -90,6 +90,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--commits", "20", "--writers", "1", "2"),
     ),
     Benchmark(
+        "managed_maintenance",
+        (),
+        ("--commits", "20", "--writers", "2", "--interval", "5", "--compact-files", "10"),
+    ),
+    Benchmark(
         "uc_commits",
         (),
         ("--commits", "20", "--writers", "1"),

@@ -46,10 +46,13 @@ from raydelta.actors.cluster import get_unwrapped, start_actor
 from raydelta.actors.table.client import new_table_actions
 from raydelta.arguments import check_bool as _check_bool
 from raydelta.arguments import check_choice as _check_choice
+from raydelta.dml.optimize import auto_compact
 from raydelta.history import History
 from raydelta.protocol.catalog_managed import RatifiedCommits
 from raydelta.protocol.durations import duration_ms
 from raydelta.protocol.errors import CatalogManagedTableError, InvalidArgumentError
+from raydelta.protocol.maintenance_policy import JobKind as MaintenanceOperation
+from raydelta.protocol.maintenance_policy import MaintenanceDefaults
 from raydelta.protocol.privileges import Privilege, parse_privileges
 from raydelta.protocol.schema_arrow import from_arrow
 from raydelta.protocol.securables import SecurableType, parse_securable_type
@@ -86,7 +89,10 @@ class CatalogTable(Table):
     latest *ratified* version references, published or not; :meth:`history`
     shows the ratified commits not yet published too. They run in the
     caller's process (checkpoint shards as Ray tasks), not in the per-table
-    maintenance actors, which follow filesystem tables.
+    maintenance actors, which follow filesystem tables. The catalog also
+    maintains the table itself, by its policy
+    (:mod:`raydelta.protocol.maintenance_policy`); :meth:`maintain` asks it to
+    run one job now, on its maintenance service.
     """
 
     maintenance_wait_s: float = 30.0
@@ -176,8 +182,10 @@ class CatalogTable(Table):
         enforce_retention_duration: bool = True,
     ) -> VacuumReport:
         """VACUUM against the latest ratified version (files of commits not yet
-        published stay); options as :meth:`raydelta.Table.vacuum`."""
-        from raydelta.storage.cleanup.vacuum import vacuum
+        published stay); options as :meth:`raydelta.Table.vacuum`. A real run
+        records ``VACUUM START`` / ``VACUUM END`` commits through the catalog, as
+        delta-spark does."""
+        from raydelta.actors.catalog.maintenance_jobs import vacuum_through_catalog
 
         for option, value in (
             ("dry_run", dry_run),
@@ -187,14 +195,12 @@ class CatalogTable(Table):
             _check_bool(option, value)
         retention_ms = duration_ms(retention)
         self._maintenance_version()
-        return vacuum(
-            self.uri,
-            retention_hours=None if retention_ms is None else retention_ms / 3_600_000,
-            lite=lite,
-            dry_run=dry_run,
+        return vacuum_through_catalog(
+            self.client,
+            retention_ms=retention_ms,
             force=not enforce_retention_duration,
-            storage_options=self.storage_options,
-            snapshot=self.client._load_snapshot(),
+            dry_run=dry_run,
+            lite=lite,
         )
 
     def history(self, *, limit: int | None = None) -> History:
@@ -212,6 +218,44 @@ class CatalogTable(Table):
                 latest_ratified_version=held.latest_version,
             )
         )
+
+    def maintain(
+        self, operation: MaintenanceOperation, *, timeout_s: float = 600.0
+    ) -> dict[str, Any]:
+        """Ask the catalog to run ``operation`` (``"checkpoint"``, ``"cleanup"``,
+        ``"optimize"`` or ``"vacuum"``) on this table now, by the table's
+        policy (retentions from its properties), on the catalog's maintenance
+        service, after the job it may be running; needs WRITE. Returns the run's
+        record: ``kind``, ``version`` (the published version it covered),
+        ``report`` (or ``error``). OPTIMIZE and VACUUM commit through the
+        catalog and show in :meth:`history`.
+
+        >>> table.maintain("optimize")["report"]["numFilesRemoved"]   # doctest: +SKIP
+        """
+        _check_choice("operation", operation, ("checkpoint", "cleanup", "optimize", "vacuum"))
+        actor, table_id, location, published = self.client._call(
+            "maintenance_target", self.maintenance_wait_s
+        )
+        if published is None:
+            raise CatalogManagedTableError(
+                f"no version of {self.table_name!r} is published yet: nothing to maintain",
+                self.uri,
+            )
+        outcome: dict[str, Any] = get_unwrapped(
+            actor.run_now.remote(
+                table_id, self.table_name, location, operation, published, timeout_s
+            )
+        )
+        return outcome
+
+    def maintenance_settled(self, *, version: int | None = None, timeout_s: float = 60.0) -> bool:
+        """Wait until the catalog's automatic maintenance has read every published
+        version through ``version`` (default: the latest) and nothing is due or
+        running; False on timeout."""
+        latest = self.version() if version is None else version
+        actor, table_id, _location, _published = self.client._call("maintenance_target")
+        settled: bool = get_unwrapped(actor.settled.remote(table_id, latest, timeout_s))
+        return settled
 
     @property
     def checkpoint_actor(self) -> Any:
@@ -254,6 +298,12 @@ class Catalog:
     Without a role the catalog refuses to vend S3 credentials
     (:class:`~raydelta.protocol.errors.CredentialsUnavailableError`); it
     never hands out its own keys.
+
+    ``maintenance``: the catalog's automatic maintenance of its managed tables
+    (:class:`~raydelta.protocol.maintenance_policy.MaintenanceDefaults`: on by
+    default; checkpoints every 10 commits, metadata cleanup after each,
+    auto-compaction after 50 small files, VACUUM at most daily; each table's
+    properties override them). See :meth:`CatalogTable.maintain`.
     """
 
     def __init__(
@@ -270,6 +320,7 @@ class Catalog:
         credential_lifetime_s: int = 3600,
         sts_endpoint_url: str | None = None,
         credential_external_id: str | None = None,
+        maintenance: MaintenanceDefaults | None = None,
     ) -> None:
         root_uri = normalize_uri(root or DEFAULT_ROOT)
         if store is None:
@@ -294,10 +345,13 @@ class Catalog:
             credential_lifetime_s=credential_lifetime_s,
             sts_endpoint_url=sts_endpoint_url,
             credential_external_id=credential_external_id,
+            maintenance=maintenance or MaintenanceDefaults(),
         )
         self.name = name
         self.storage_options = storage_options
-        self.actor = start_actor(CatalogActor, catalog_actor_name(name), store, settings)
+        self.actor = start_actor(
+            CatalogActor, catalog_actor_name(name), store, settings, auto_compact
+        )
         bootstrap = get_unwrapped(self.actor.take_bootstrap_token.remote())
         self.token = token if token is not None else bootstrap
 

@@ -339,7 +339,8 @@ UNIT_IMPORTS: dict[str, dict[str, set[str]]] = {
         "cluster": set(),
         "faults": set(),
         "table": {"cluster", "faults"},
-        "catalog": {"table", "cluster", "faults"},
+        # the catalog maintains its managed tables with the checkpoint machinery
+        "catalog": {"table", "cluster", "faults", "checkpoint"},
         "checkpoint": {"cluster", "faults"},
         "cleanup": {"table", "cluster", "faults"},
     },

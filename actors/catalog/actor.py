@@ -40,6 +40,10 @@ Invariants:
   commit is judged by its content
   (:func:`~raydelta.protocol.privileges.required_privileges`) before
   anything is written.
+- Automatic maintenance (:mod:`raydelta.actors.catalog.maintenance`) hears
+  of each published version through one hook, from the publisher's thread,
+  and never holds up a commit; its own commits come back through
+  :meth:`CatalogActor.commit` as the maintenance principal's.
 - Backpressure: when a table's ratified-but-unpublished backlog reaches
   ``max_unpublished`` a commit is refused with the retryable
   :class:`~raydelta.protocol.errors.PublishBacklogError` naming the setting.
@@ -59,6 +63,12 @@ from raydelta.actors.catalog.auth import ALL_TABLES, Authorizer
 from raydelta.actors.catalog.credentials import CredentialService
 from raydelta.actors.catalog.lifecycle import UPGRADE_OPERATION, TableLifecycle, managed_protocol
 from raydelta.actors.catalog.locations import CatalogLocations
+from raydelta.actors.catalog.maintenance import (
+    MAINTENANCE_PRINCIPAL,
+    MaintenanceActor,
+    MaintenanceHook,
+)
+from raydelta.actors.catalog.maintenance_jobs import Compactor
 from raydelta.actors.catalog.managed import ManagedTables
 from raydelta.actors.catalog.settings import CatalogSettings
 from raydelta.actors.catalog.tables import ManagedTableCoordinator
@@ -97,7 +107,12 @@ at most (its table reloaded from the store first)."""
 class CatalogActor:
     """See the module docstring. Create through :class:`raydelta.Catalog`."""
 
-    def __init__(self, store: RatifiedCommitStore, settings: CatalogSettings) -> None:
+    def __init__(
+        self,
+        store: RatifiedCommitStore,
+        settings: CatalogSettings,
+        compactor: Compactor | None = None,
+    ) -> None:
         self._lock = threading.RLock()
         self._store = store
         self._settings = settings
@@ -107,7 +122,13 @@ class CatalogActor:
             storage_options=settings.storage_options,
         )
         self._bootstrap_token = self._auth.bootstrap() if settings.authorization else None
-        self._managed = ManagedTables(store, settings)
+        self._compactor = compactor
+        self._maintenance = MaintenanceHook(
+            enabled=settings.maintenance.enabled,
+            describe=lambda table_id: self._managed.describe(table_id),
+            start=self._start_maintenance,
+        )
+        self._managed = ManagedTables(store, settings, on_published=self._maintenance.published)
         self._locations, self._lifecycle, self._unity = _compose(
             self._lock, self._auth, settings, self._managed
         )
@@ -286,6 +307,47 @@ class CatalogActor:
             if (published is not None and published >= latest) or time.monotonic() >= deadline:
                 return published, latest
             time.sleep(0.002)
+
+    def _start_maintenance(self) -> Any:
+        """The maintenance actor, owned by this process; with authorization on it
+        commits as :data:`MAINTENANCE_PRINCIPAL` (a fresh token, READ and WRITE on
+        every table: OPTIMIZE and VACUUM change no metadata)."""
+        token = None
+        if self._settings.authorization:
+            with self._lock:
+                token = self._auth.issue_token(MAINTENANCE_PRINCIPAL)
+                self._auth.grant(
+                    MAINTENANCE_PRINCIPAL, ALL_TABLES, [Privilege.READ, Privilege.WRITE]
+                )
+        me = ray.get_runtime_context().current_actor
+        return MaintenanceActor.remote(  # type: ignore[attr-defined]  # a Ray actor class
+            me,
+            token,
+            self._settings.maintenance,
+            self._settings.storage_options,
+            self._compactor,
+        )
+
+    def maintenance_target(
+        self, name: str, token: str | None, wait_s: float = 30.0
+    ) -> tuple[Any, str, str, int | None]:
+        """For a client asking the catalog to maintain ``name`` (needs WRITE):
+        ``(maintenance actor, table id, location, newest published version)``,
+        publishing given up to ``wait_s`` to reach the latest version."""
+        published, _latest = self.maintenance_version(name, token, wait_s)
+        with self._lock:
+            coordinator = self._managed.table(name)
+            table_id, location = coordinator.table_id, coordinator.table_uri
+        return self._maintenance.actor(), table_id, location, published
+
+    def maintenance_status(self) -> list[dict[str, Any]]:
+        """Per managed table: what the automatic maintenance ran and runs
+        (``raydelta status``); empty before the first published version."""
+        actor = self._maintenance.started()
+        if actor is None:
+            return []
+        status: list[dict[str, Any]] = ray.get(actor.status.remote())
+        return status
 
     # --- principals --------------------------------------------------------------------
 

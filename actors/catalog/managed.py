@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from raydelta.actors.catalog.group_commit import GroupRatifier, Ticket
 from raydelta.actors.catalog.publisher import Publisher
@@ -42,7 +43,13 @@ from raydelta.storage.log.store import LogStore
 class ManagedTables:
     """See the module docstring."""
 
-    def __init__(self, store: RatifiedCommitStore, settings: CatalogSettings) -> None:
+    def __init__(
+        self,
+        store: RatifiedCommitStore,
+        settings: CatalogSettings,
+        *,
+        on_published: Callable[[str, int], None] | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self._coordinators: dict[str, ManagedTableCoordinator] = {}
@@ -53,7 +60,7 @@ class ManagedTables:
         self._stale_lock = threading.Lock()
         self._names_by_id: dict[str, str] = {}
         """Table id -> name, remembered (checked against the store on every use)."""
-        self.publisher = Publisher(store.mark_published)
+        self.publisher = Publisher(store.mark_published, on_published=on_published)
         self.ratifier = GroupRatifier(
             store, on_durable=self._on_durable, on_failure=self._mark_stale
         )
@@ -105,6 +112,7 @@ class ManagedTables:
             )
             self._coordinators[entry.table_id] = coordinator
             self._log_stores[entry.table_id] = coordinator.store
+            self._names_by_id[entry.table_id] = entry.name
             self._republish(coordinator)
         elif entry.table_id in self._stale:
             self.ratifier.settle()
@@ -112,6 +120,13 @@ class ManagedTables:
                 self._stale.discard(entry.table_id)
             coordinator.reload()  # back to what the store holds
         return coordinator
+
+    def describe(self, table_id: str) -> tuple[str, str] | None:
+        """``(name, location)`` of a loaded catalog-managed table (any thread;
+        None once it is dropped or was never loaded)."""
+        coordinator = self._coordinators.get(table_id)
+        name = self._names_by_id.get(table_id)
+        return None if coordinator is None or name is None else (name, coordinator.table_uri)
 
     def forget(self, table_id: str) -> None:
         """Drop the loaded coordinator of ``table_id`` (dropped, or never created)."""

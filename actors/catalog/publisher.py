@@ -28,6 +28,9 @@ Invariants:
   bound instead of piling up without limit.
 - Publish lags (ratified → file visible) of the recent commits are kept for
   measurement (:meth:`Publisher.lags_ms`).
+- ``on_published(table_id, v)`` (the maintenance hook) is called on this
+  thread after ``mark_published`` covered ``v``, outside every lock, and
+  must not block; an error it raises is logged, never stops publishing.
 """
 
 from __future__ import annotations
@@ -67,8 +70,14 @@ class Publisher:
     called from this thread only.
     """
 
-    def __init__(self, mark_published: Callable[[str, int], None]) -> None:
+    def __init__(
+        self,
+        mark_published: Callable[[str, int], None],
+        *,
+        on_published: Callable[[str, int], None] | None = None,
+    ) -> None:
         self._mark_published = mark_published
+        self._on_published = on_published
         self._tables: dict[str, _TableQueue] = {}
         self._wake = threading.Condition()
         self._lags: deque[float] = deque(maxlen=LAGS_KEPT)
@@ -170,6 +179,11 @@ class Publisher:
                     queue.pending.popleft()
                 queue.published_through = last
                 self._lags.extend(lag * 1000 for _, lag in done)
+            if self._on_published is not None:
+                try:
+                    self._on_published(table_id, last)
+                except Exception:
+                    logger.warning("the published hook of %s failed", table_id, exc_info=True)
 
     @staticmethod
     def _publish_batch(

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from raydelta.protocol.maintenance_policy import MaintenanceDefaults
 from raydelta.storage.catalog.credential_vending import (
     DEFAULT_LIFETIME_S,
     MAX_LIFETIME_S,
@@ -23,7 +24,8 @@ class CatalogSettings(BaseModel):
     per-table backlog of ratified, unpublished commits past which commits are
     refused (retryable); ``credential_*`` and ``sts_endpoint_url``: how
     temporary S3 credentials are vended
-    (:mod:`raydelta.storage.catalog.credential_vending`)."""
+    (:mod:`raydelta.storage.catalog.credential_vending`); ``maintenance``: the
+    catalog's automatic maintenance."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -40,6 +42,9 @@ class CatalogSettings(BaseModel):
     )
     sts_endpoint_url: str | None = None
     credential_external_id: str | None = None
+    maintenance: MaintenanceDefaults = Field(default_factory=MaintenanceDefaults)
+    """Automatic maintenance of the managed tables: on, and the defaults of
+    each table's policy (:mod:`raydelta.protocol.maintenance_policy`)."""
 
     def vending(self) -> VendingSettings:
         """The part of these settings credential vending needs."""

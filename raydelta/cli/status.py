@@ -21,6 +21,13 @@ other); in ``--json`` they are entries of the same list with a ``catalog``
 key (``table``, ``location``, ``relation``, ``overlaps``,
 ``other_location``), so every entry keeps its ``table`` key.
 
+Every running ``Catalog`` is also asked for its automatic maintenance
+(:meth:`~raydelta.actors.catalog.actor.CatalogActor.maintenance_status`):
+one row per managed table it maintains (catalog, table, published version,
+newest checkpoint, the job running, the last run and its outcome); in
+``--json`` entries with ``catalog``, ``table`` and ``maintenance`` (running
+job and the recent runs with their reports, newest first).
+
 Invariants: read-only (it never starts an actor or activates a table: a host
 that does not answer within :data:`STATUS_TIMEOUT_S` is listed with its error), and it
 never starts a cluster (no cluster at the address is an error).
@@ -116,6 +123,62 @@ def catalog_overlaps(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, A
     return found
 
 
+def catalog_maintenance(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Per running ``Catalog`` and managed table: what its automatic maintenance
+    ran and runs (module docstring); a catalog that does not answer gives
+    ``{"catalog": ..., "table": "-", "error": ...}``."""
+    import ray
+
+    from raydelta.actors.cluster import NAMESPACE
+
+    names = sorted(
+        entry["name"]
+        for entry in ray.util.list_named_actors(all_namespaces=True)
+        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(CATALOG_PREFIX)
+    )
+    found: list[dict[str, Any]] = []
+    for name in names:
+        catalog = name[len(CATALOG_PREFIX) :]
+        try:
+            ref: Any = ray.get_actor(name, namespace=NAMESPACE).maintenance_status.remote()
+            tables = ray.get(ref, timeout=timeout_s)
+        except ValueError:  # stopped since it was listed
+            continue
+        except Exception as exc:  # a dead or hung catalog: say so, go on
+            found.append(
+                {"catalog": catalog, "table": "-", "error": f"{type(exc).__name__}: {exc}"}
+            )
+            continue
+        for table in tables:
+            maintenance = {k: v for k, v in table.items() if k != "table"}
+            found.append({"catalog": catalog, "table": table["table"], "maintenance": maintenance})
+    return found
+
+
+def _maintenance_row(entry: dict[str, Any]) -> list[str]:
+    if "error" in entry:
+        return [entry["catalog"], "-", "-", "-", "-", entry["error"][:60]]
+    state = entry["maintenance"]
+    running = state["running"]
+    now = "-" if running is None else f"{running['kind']} v{running['version']}"
+    history = state["history"]
+    if history:
+        last = history[0]
+        outcome = "failed: " + last["error"][:40] if "error" in last else "ok"
+        done = f"{last['kind']} v{last['version']} {outcome}"
+    else:
+        done = "-"
+    checkpoint = state["newest_checkpoint"]
+    return [
+        entry["catalog"],
+        entry["table"],
+        str(state["published_version"]),
+        "-" if checkpoint is None else str(checkpoint),
+        now,
+        done,
+    ]
+
+
 def _overlap_row(entry: dict[str, Any]) -> list[str]:
     if "error" in entry:
         return [entry["catalog"], "-", "-", "-", entry["error"][:60]]
@@ -185,6 +248,7 @@ def _status(args: argparse.Namespace) -> int:
     try:
         hosts = host_statuses()
         overlaps = catalog_overlaps()
+        maintained = catalog_maintenance()
     finally:
         ray.shutdown()
     statuses = table_statuses(hosts)
@@ -192,8 +256,8 @@ def _status(args: argparse.Namespace) -> int:
         host_entries = [
             {**{k: v for k, v in h.items() if k != "tables"}, "table": "-"} for h in hosts
         ]
-        document = statuses + host_entries + overlaps
-        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        everything = statuses + host_entries + overlaps + maintained
+        sys.stdout.write(json.dumps(everything, indent=2, sort_keys=True) + "\n")
         return 0
     if not hosts:
         sys.stdout.write("no table hosts are running\n")
@@ -215,6 +279,12 @@ def _status(args: argparse.Namespace) -> int:
         _print_rows(
             ["catalog", "table", "location", "relation", "overlaps"],
             [_overlap_row(entry) for entry in overlaps],
+        )
+    if maintained:
+        sys.stdout.write("\ncatalog maintenance of managed tables:\n")
+        _print_rows(
+            ["catalog", "table", "published", "checkpoint", "running", "last run"],
+            [_maintenance_row(entry) for entry in maintained],
         )
     return 0
 

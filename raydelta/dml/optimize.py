@@ -236,9 +236,11 @@ def optimize(
     min_commit_interval: int | timedelta | None = None,
     snapshot: Snapshot | None = None,
     on_committed: Callable[[CommitCommitted | None], None] | None = None,
+    auto: bool = False,
 ) -> OptimizeMetrics:
     """Plan, rewrite and commit (see the module). ``min_commit_interval`` is
-    accepted for deltalake's signature; raydelta commits once, at the end."""
+    accepted for deltalake's signature; raydelta commits once, at the end.
+    ``auto``: an automatic compaction (``operationParameters.auto``)."""
     started = time.perf_counter_ns()
     snapshot = snapshot or table.snapshot()
     check_writable(snapshot.protocol, snapshot.metadata)
@@ -293,7 +295,7 @@ def optimize(
     parameters = {
         "predicate": _filter_sql(filters),
         "zOrderBy": list(resolved),
-        "auto": "false",
+        "auto": "true" if auto else "false",
         "clusterBy": [],
     }
     try:
@@ -305,6 +307,21 @@ def optimize(
     if on_committed is not None:
         on_committed(txn.committed)
     return metrics
+
+
+def auto_compact(table: TableClient, *, target_size: int) -> OptimizeMetrics:
+    """Automatic compaction of the whole table's small files into files of
+    about ``target_size`` (delta-spark's auto compact, recorded as ``OPTIMIZE``
+    with ``auto = true``): what a catalog's maintenance runs on its managed
+    tables (``CatalogActor(compactor=auto_compact)``)."""
+    return optimize(
+        table,
+        z_order=(),
+        partition_filters=None,
+        target_size=target_size,
+        max_concurrent_tasks=None,
+        auto=True,
+    )
 
 
 def _metrics(
@@ -331,4 +348,4 @@ def _metrics(
     )
 
 
-__all__ = ["DEFAULT_TARGET_SIZE", "TableOptimizer", "optimize", "plan_bins"]
+__all__ = ["DEFAULT_TARGET_SIZE", "TableOptimizer", "auto_compact", "optimize", "plan_bins"]
