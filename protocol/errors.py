@@ -332,6 +332,17 @@ class UnauthenticatedError(RaydeltaError):
     """The caller presented no catalog token, or one the catalog did not issue."""
 
 
+class AuthorizationDisabledError(RaydeltaError):
+    """A security setting asked of a catalog that runs without authorization
+    (principals, grants, revokes): refused, since nothing would enforce it.
+    Turn authorization on first (``Catalog.enable_authorization()``, or
+    ``raydelta catalog serve --authorization``)."""
+
+
+class PrincipalAlreadyExistsError(RaydeltaError):
+    """A principal of that name exists already (rotate its token instead)."""
+
+
 class PermissionDeniedError(RaydeltaError):
     """The principal lacks privileges on the table; ``missing`` names them
     (``"write"``, ``"alter"``...). Nothing was changed."""

@@ -3,7 +3,8 @@ services (:mod:`raydelta.actors.catalog.unity`), in the shapes and with the
 field names of Unity Catalog's OpenAPI document (``api/all.yaml``:
 ``CatalogInfo``, ``SchemaInfo``, ``TableInfo``, ``ColumnInfo``,
 ``StagingTableInfo``, ``ExternalLocationInfo``, ``TemporaryCredentials``,
-``DeltaCommitInfo``, ``DeltaGetCommitsResponse``, ...).
+``DeltaCommitInfo``, ``DeltaGetCommitsResponse``, ``PermissionsList``,
+``PrivilegeAssignment``, ``PermissionsChange``, ...).
 
 Each model holds only the fields this catalog answers with, so
 ``model_dump(mode="json")`` is the JSON the REST server sends; where Unity
@@ -212,6 +213,28 @@ class LoadedTable(_Reply):
     latest_table_version: int | None
 
 
+class PrivilegeAssignment(_Reply):
+    """``PrivilegeAssignment``: one principal's privileges on a securable."""
+
+    principal: str
+    privileges: tuple[str, ...]
+
+
+class PermissionsList(_Reply):
+    """``PermissionsList``: what the permissions API answers."""
+
+    privilege_assignments: tuple[PrivilegeAssignment, ...]
+
+
+class PermissionsChange(_Reply):
+    """``PermissionsChange``: privileges to add to and remove from one principal
+    (both lists default to empty: a client may leave one out)."""
+
+    principal: str
+    add: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
 __all__ = [
     "AwsCredentials",
     "CatalogInfo",
@@ -224,6 +247,9 @@ __all__ = [
     "ListSchemasResponse",
     "ListTablesResponse",
     "LoadedTable",
+    "PermissionsChange",
+    "PermissionsList",
+    "PrivilegeAssignment",
     "SchemaInfo",
     "StagingTableInfo",
     "TableInfo",

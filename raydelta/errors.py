@@ -11,6 +11,7 @@ The common ones are importable from ``raydelta`` itself too.
 
 from raydelta.protocol.errors import (
     AppendOnlyViolationError,
+    AuthorizationDisabledError,
     CatalogManagedRequirementError,
     CatalogManagedTableError,
     CatalogStoreError,
@@ -51,6 +52,7 @@ from raydelta.protocol.errors import (
     NonDeterministicExpressionError,
     OverlappingTablesError,
     PermissionDeniedError,
+    PrincipalAlreadyExistsError,
     ProtocolChangedException,
     ProtocolDowngradeError,
     PublishBacklogError,
@@ -75,6 +77,7 @@ from raydelta.protocol.errors import (
 
 __all__ = [
     "AppendOnlyViolationError",
+    "AuthorizationDisabledError",
     "CatalogManagedRequirementError",
     "CatalogManagedTableError",
     "CatalogStoreError",
@@ -115,6 +118,7 @@ __all__ = [
     "NonDeterministicExpressionError",
     "OverlappingTablesError",
     "PermissionDeniedError",
+    "PrincipalAlreadyExistsError",
     "ProtocolChangedException",
     "ProtocolDowngradeError",
     "PublishBacklogError",

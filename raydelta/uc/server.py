@@ -146,6 +146,7 @@ def create_app(catalog: Catalog) -> web.Application:
         routes_delta,
         routes_external_locations,
         routes_namespaces,
+        routes_permissions,
         routes_tables,
     )
 
@@ -159,6 +160,7 @@ def create_app(catalog: Catalog) -> web.Application:
         routes_commits,
         routes_delta,
         routes_external_locations,
+        routes_permissions,
     )
     for module in modules:
         module.add_routes(routes)
