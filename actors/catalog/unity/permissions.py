@@ -8,7 +8,8 @@ API and raydelta's admin API, as one part of the Unity Catalog service:
   named as Unity Catalog names them (``naming="unity"``,
   :mod:`raydelta.protocol.unity_privileges`) or as raydelta does
   (``naming="raydelta"``: ``read``, ``write``, ``alter``, ``own``...; the
-  admin API's spelling, which shows ``ALTER`` and ``OWN`` too);
+  admin API's spelling, which shows ``ALTER`` and ``OWN`` too, and which
+  accepts Unity Catalog's names on input as well);
 - principals: list, create, rotate a token, delete (the admin only).
 
 Invariants:
@@ -212,10 +213,13 @@ class PermissionService:
 def _parse(names: Sequence[str], securable: Securable, naming: Naming) -> frozenset[Privilege]:
     if naming == "unity":
         return parse_unity_privileges(names, securable.type)
-    try:
-        return parse_privileges(list(names))
-    except ValueError as error:
-        raise InvalidArgumentError(str(error)) from None
+    out: set[Privilege] = set()
+    for name in names:  # raydelta's names, else Unity Catalog's (SELECT, MODIFY...)
+        try:
+            out |= parse_privileges(name)
+        except ValueError:
+            out |= parse_unity_privileges([name], securable.type)
+    return frozenset(out)
 
 
 def _listed(grants: dict[str, frozenset[Privilege]], naming: Naming) -> PermissionsList:
