@@ -203,7 +203,9 @@ class LoadedTable(_Reply):
     """What the Delta REST API's ``loadTable`` (and ``updateTable``) answer is
     made of: the table's description, its Delta schema and partition columns
     (None and empty when its log cannot be read), its etag, its unbackfilled
-    commits newest first and its latest version (None for an external table)."""
+    commits newest first and its latest version (None for an external table),
+    and the last version that changed its metadata with its timestamp (None
+    when unknown or for an external table)."""
 
     table: TableInfo
     schema_string: str | None
@@ -211,6 +213,10 @@ class LoadedTable(_Reply):
     etag: str
     commits: tuple[DeltaCommitInfo, ...]
     latest_table_version: int | None
+    last_commit_version: int | None = None
+    """The last version that changed the table's metadata (None: unknown)."""
+    last_commit_timestamp_ms: int | None = None
+    """That version's in-commit timestamp."""
 
 
 class PrivilegeAssignment(_Reply):
