@@ -252,25 +252,21 @@ class Authorizer:
     def require_on(self, principal: str, securable: Securable, needed: Iterable[Privilege]) -> None:
         """Raise :class:`PermissionDeniedError` naming what ``principal`` lacks
         (the usage of the securable's catalog and schema first)."""
-        if self.enabled:
-            unusable = missing_usage(securable, self._grants_of(principal))
+        unusable = missing_usage(securable, self._grants_of(principal)) if self.enabled else ()
+        missing = missing_privileges(self.privileges_on(principal, securable), needed)
+        if missing or unusable:
+            names = ", ".join(p.value.upper() for p in missing)
+            message = f"principal {principal!r} lacks {names} on {securable.describe()}"
             if unusable:
                 on, privilege = unusable[0]
-                raise PermissionDeniedError(
-                    f"principal {principal!r} lacks {privilege.value.upper()} on "
-                    f"{on.describe()} (needed for {securable.describe()})",
-                    principal=principal,
-                    table=securable.name,
-                    missing=tuple(p.value for _, p in unusable),
-                )
-        missing = missing_privileges(self.privileges_on(principal, securable), needed)
-        if missing:
-            names = ", ".join(p.value.upper() for p in missing)
+                usage = f"{privilege.value.upper()} on {on.describe()}"
+                first = f"{message} and" if missing else f"principal {principal!r} lacks"
+                message = f"{first} {usage} (nothing in {on.describe()} is reachable without it)"
             raise PermissionDeniedError(
-                f"principal {principal!r} lacks {names} on {securable.describe()}",
+                message,
                 principal=principal,
                 table=securable.name,
-                missing=tuple(p.value for p in missing),
+                missing=tuple(p.value for p in missing) + tuple(p.value for _, p in unusable),
             )
 
     def require(self, principal: str, table: str, needed: Iterable[Privilege]) -> None:

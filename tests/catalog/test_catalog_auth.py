@@ -168,3 +168,27 @@ def test_enabling_authorization_is_explicit_and_stays(
     assert catalog.authorization is True
     with pytest.raises(raydelta.PermissionDeniedError):
         alter(catalog.open_table("t", token=writer))
+
+
+def test_starting_an_existing_catalog_with_authorization_turns_it_on(
+    new_catalog: NewCatalog, tmp_path: Path
+) -> None:
+    from raydelta.actors.catalog.actor import catalog_actor_name
+    from raydelta.actors.catalog.auth import Authorizer
+    from raydelta.storage.table_location import normalize_uri
+    from tests.catalog.conftest import kill_actor
+
+    root = str(tmp_path / "reopened")
+    first = new_catalog(root=root)
+    first.create_table("t", SCHEMA, partition_by=["date"])
+    assert Authorizer.recorded(normalize_uri(root)) is False  # what `catalog serve` reads
+    kill_actor(catalog_actor_name(first.name))
+    secured = new_catalog(root=root, authorization=True)  # `catalog serve --authorization`
+    assert secured.token is not None and secured.authorization is True
+    assert secured.resolve("t").catalog_managed  # the same catalog, now secured
+    assert Authorizer.recorded(normalize_uri(root)) is True
+    kill_actor(catalog_actor_name(secured.name))
+    again = new_catalog(root=root)  # authorization=False asked: it stays on
+    assert again.token is None and again.authorization is True
+    with pytest.raises(raydelta.errors.UnauthenticatedError):
+        again.resolve("t")

@@ -66,7 +66,11 @@ def test_grants_through_the_sdk_flow_down_and_need_use_catalog(
             assert (status, error["error_code"]) == (403, "PERMISSION_DENIED")
             assert "USE_CATALOG on catalog 'main'" in error["message"]
             assert uc_server.request("GET", "/catalogs", token=ana)[1]["catalogs"] == []
-            status, _ = uc_server.request("GET", "/schemas?catalog_name=main", token=ana)
+            listed = uc_server.request("GET", "/schemas?catalog_name=main", token=ana)[1]
+            assert listed["schemas"] == []
+            tables = "/tables?catalog_name=main&schema_name=default"
+            assert uc_server.request("GET", tables, token=ana)[1]["tables"] == []
+            status, _ = uc_server.request("GET", "/schemas/main.default", token=ana)
             assert status == 403
             await grants.update(
                 SecurableType.CATALOG,

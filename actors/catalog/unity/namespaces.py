@@ -11,8 +11,9 @@ Invariants:
   ``CREATE_SCHEMA`` on its catalog (the creator then owns it); changing or
   deleting a schema, the admin. Reading or listing them needs a privilege
   on each (:meth:`NamespaceService.visible`): a principal without
-  ``USE_CATALOG`` on a catalog sees nothing in it, and catalogs it holds
-  nothing on are not listed. Names are stored as given and never renamed.
+  ``USE_CATALOG`` on a catalog sees nothing in it (reading it is refused;
+  lists of catalogs, schemas and tables leave out what it holds nothing
+  on). Names are stored as given and never renamed.
 - Deleting a catalog or schema that holds schemas or tables needs
   ``force``; its tables are then dropped as the catalog drops any table
   (:meth:`~raydelta.actors.catalog.lifecycle.TableLifecycle.drop`: OWN,
@@ -153,9 +154,8 @@ class NamespaceService:
     def catalog(self, token: str | None, name: str) -> CatalogInfo:
         with self._lock:
             principal = self._auth.authenticate(token)
-            info = self._catalog(name)
-            self.require_visible(principal, Securable.catalog(name))
-            return info
+            self.require_visible(principal, Securable.catalog(name))  # before: no existence leak
+            return self._catalog(name)
 
     def _catalog(self, name: str) -> CatalogInfo:
         info = self._ns.catalogs.get(name)
@@ -252,7 +252,6 @@ class NamespaceService:
         with self._lock:
             principal = self._auth.authenticate(token)
             self._catalog(catalog)
-            self.require_visible(principal, Securable.catalog(catalog))
             return [
                 SchemaInfo.model_validate(self._ns.schemas[k])
                 for k in self._ns.schemas_of(catalog)
@@ -262,9 +261,9 @@ class NamespaceService:
     def schema(self, token: str | None, full_name: str) -> SchemaInfo:
         with self._lock:
             principal = self._auth.authenticate(token)
-            info = self.require_schema(full_name)
+            split_name(full_name, 2)
             self.require_visible(principal, Securable.schema(full_name))
-            return info
+            return self.require_schema(full_name)
 
     def update_schema(
         self,

@@ -54,7 +54,6 @@ from raydelta.protocol.errors import (
 from raydelta.protocol.file_names import LogFileKind, commit_name
 from raydelta.protocol.locations import hadoop_location
 from raydelta.protocol.privileges import Privilege
-from raydelta.protocol.securables import Securable
 from raydelta.protocol.unity_catalog import ColumnInfo, StagingTableInfo, TableInfo
 from raydelta.protocol.unity_columns import columns_from_schema
 from raydelta.storage.catalog.namespaces import NamespaceRegistry
@@ -296,7 +295,6 @@ class UnityTableService:
             principal = self._auth.authenticate(token)
             full = f"{catalog}.{schema}"
             self._schemas.require_schema(full)
-            self._schemas.require_visible(principal, Securable.schema(full))
             out = []
             for entry in self._store.list_tables():
                 if entry.name.rsplit(".", 1)[0] != full:
