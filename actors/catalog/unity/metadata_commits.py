@@ -77,7 +77,15 @@ class LastMetadataCommits:
             low = max(floor + 1, high - CHUNK + 1)
             try:
                 commits = read(range(low, high + 1))
-            except FileNotFoundError:
+            except FileNotFoundError:  # the oldest ones are gone: one by one, newest first
+                for version in range(high, low - 1, -1):
+                    try:
+                        (actions,) = read(range(version, version + 1))
+                    except FileNotFoundError:
+                        return None
+                    hit = metadata_commit(version, actions)
+                    if hit is not None:
+                        return hit
                 return None
             for version in range(high, low - 1, -1):
                 hit = metadata_commit(version, commits[version - low])
