@@ -339,6 +339,30 @@ class UnauthenticatedError(RaydeltaError):
     """The caller presented no catalog token, or one the catalog did not issue."""
 
 
+class AuthorizationDisabledError(RaydeltaError):
+    """A security setting asked of a catalog that runs without authorization
+    (principals, grants, revokes): refused, since nothing would enforce it.
+    Turn authorization on first (``Catalog.enable_authorization()``, or
+    ``raydelta catalog serve --authorization``)."""
+
+
+class PrincipalAlreadyExistsError(RaydeltaError):
+    """A principal of that name exists already (rotate its token instead)."""
+
+
+class CatalogRequestError(RaydeltaError):
+    """A catalog server refused a request (``raydelta catalog``): Unity Catalog's
+    ``error_code`` and the HTTP ``status`` are kept."""
+
+    def __init__(self, message: str, error_code: str = "", status: int = 0) -> None:
+        super().__init__(message, error_code, status)
+        self.error_code = error_code
+        self.status = status
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class PermissionDeniedError(RaydeltaError):
     """The principal lacks privileges on the table; ``missing`` names them
     (``"write"``, ``"alter"``...). Nothing was changed."""

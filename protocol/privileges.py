@@ -47,8 +47,9 @@ class Privilege(enum.StrEnum):
     docstring): ``READ``, ``WRITE``, ``ALTER``, ``OWN``. On catalogs, schemas
     and external locations, Unity Catalog's names
     (:mod:`raydelta.protocol.securables` says which apply where):
-    ``USE_CATALOG``, ``USE_SCHEMA``, ``CREATE_TABLE`` (creating a table in a
-    schema), ``CREATE_EXTERNAL_TABLE`` (a table at a path inside an external
+    ``USE_CATALOG``, ``USE_SCHEMA``, ``CREATE_SCHEMA`` (creating a schema in
+    a catalog), ``CREATE_TABLE`` (creating a table in a schema),
+    ``CREATE_EXTERNAL_TABLE`` (a table at a path inside an external
     location), ``READ_FILES`` / ``WRITE_FILES`` (path credentials inside an
     external location)."""
 
@@ -58,6 +59,7 @@ class Privilege(enum.StrEnum):
     OWN = "own"
     USE_CATALOG = "use_catalog"
     USE_SCHEMA = "use_schema"
+    CREATE_SCHEMA = "create_schema"
     CREATE_TABLE = "create_table"
     CREATE_EXTERNAL_TABLE = "create_external_table"
     READ_FILES = "read_files"

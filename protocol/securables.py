@@ -17,6 +17,13 @@ Invariants:
 - A table's effective privileges are only table privileges (``READ``,
   ``WRITE``, ``ALTER``, ``OWN``) however they were inherited: a
   ``USE_SCHEMA`` grant never makes a table visible.
+- Usage (Unity Catalog's rule, :func:`missing_usage`): a principal holds
+  nothing on schema ``c.s`` without ``USE_CATALOG`` on catalog ``c``, and
+  nothing on table ``c.s.t`` without ``USE_CATALOG`` on ``c`` and
+  ``USE_SCHEMA`` on ``c.s`` (each inherited from above like any grant, and
+  implied by ``OWN`` there). Any grant on the metastore (raydelta's
+  catalog-wide grant, covering every table) implies usage of every catalog
+  and schema. Flat table names have no catalog and no usage rule.
 - Creating a table named ``catalog.schema.table`` needs ``USE_CATALOG`` on
   the catalog, ``USE_SCHEMA`` and ``CREATE_TABLE`` on the schema (Unity
   Catalog's rule); a name of another shape (raydelta's own flat names) has
@@ -53,7 +60,12 @@ TABLE_PRIVILEGES = frozenset({Privilege.READ, Privilege.WRITE, Privilege.ALTER, 
 APPLICABLE: dict[SecurableType, frozenset[Privilege]] = {
     SecurableType.METASTORE: frozenset(Privilege),
     SecurableType.CATALOG: TABLE_PRIVILEGES
-    | {Privilege.USE_CATALOG, Privilege.USE_SCHEMA, Privilege.CREATE_TABLE},
+    | {
+        Privilege.USE_CATALOG,
+        Privilege.USE_SCHEMA,
+        Privilege.CREATE_SCHEMA,
+        Privilege.CREATE_TABLE,
+    },
     SecurableType.SCHEMA: TABLE_PRIVILEGES | {Privilege.USE_SCHEMA, Privilege.CREATE_TABLE},
     SecurableType.TABLE: TABLE_PRIVILEGES,
     SecurableType.EXTERNAL_LOCATION: frozenset(
@@ -146,16 +158,45 @@ def check_applicable(securable: Securable, privileges: Iterable[Privilege]) -> N
         )
 
 
+def _granted_on(
+    securable: Securable, grants: Mapping[Securable, Iterable[Privilege]]
+) -> frozenset[Privilege]:
+    """``securable``'s own grants and its ancestors', ``OWN`` implying all."""
+    held: set[Privilege] = set()
+    for covering in (securable, *securable.ancestors()):
+        held |= set(grants.get(covering, ()))
+    return effective_privileges(held)
+
+
+def missing_usage(
+    securable: Securable, grants: Mapping[Securable, Iterable[Privilege]]
+) -> tuple[tuple[Securable, Privilege], ...]:
+    """The usage privileges (``USE_CATALOG`` on the catalog, ``USE_SCHEMA`` on
+    the schema) ``grants`` lack for ``securable`` (module invariants); empty
+    when nothing is missing."""
+    if set(grants.get(Securable.metastore(), ())):
+        return ()
+    needed: list[tuple[Securable, Privilege]] = []
+    if securable.type is SecurableType.SCHEMA:
+        needed.append((Securable.catalog(securable.name.split(".", 1)[0]), Privilege.USE_CATALOG))
+    elif securable.type is SecurableType.TABLE:
+        parts = securable.name.split(".")
+        if len(parts) == 3 and all(parts):
+            needed.append((Securable.catalog(parts[0]), Privilege.USE_CATALOG))
+            needed.append((Securable.schema(f"{parts[0]}.{parts[1]}"), Privilege.USE_SCHEMA))
+    return tuple((s, p) for s, p in needed if p not in _granted_on(s, grants))
+
+
 def held_on(
     securable: Securable, grants: Mapping[Securable, Iterable[Privilege]]
 ) -> frozenset[Privilege]:
     """What ``grants`` (one principal's, per securable) give on ``securable``:
     its own grants and its ancestors', ``OWN`` anywhere above implying all;
+    nothing without usage of its catalog and schema (:func:`missing_usage`);
     a table keeps only table privileges (module invariants)."""
-    held: set[Privilege] = set()
-    for covering in (securable, *securable.ancestors()):
-        held |= set(grants.get(covering, ()))
-    effective = effective_privileges(held)
+    if missing_usage(securable, grants):
+        return frozenset()
+    effective = _granted_on(securable, grants)
     if securable.type is SecurableType.TABLE:
         return effective & TABLE_PRIVILEGES
     return effective & APPLICABLE[securable.type]
@@ -182,6 +223,7 @@ __all__ = [
     "SecurableType",
     "check_applicable",
     "held_on",
+    "missing_usage",
     "parse_securable_type",
     "table_creation_requirements",
 ]

@@ -3,7 +3,8 @@ services (:mod:`raydelta.actors.catalog.unity`), in the shapes and with the
 field names of Unity Catalog's OpenAPI document (``api/all.yaml``:
 ``CatalogInfo``, ``SchemaInfo``, ``TableInfo``, ``ColumnInfo``,
 ``StagingTableInfo``, ``ExternalLocationInfo``, ``TemporaryCredentials``,
-``DeltaCommitInfo``, ``DeltaGetCommitsResponse``, ...).
+``DeltaCommitInfo``, ``DeltaGetCommitsResponse``, ``PermissionsList``,
+``PrivilegeAssignment``, ``PermissionsChange``, ...).
 
 Each model holds only the fields this catalog answers with, so
 ``model_dump(mode="json")`` is the JSON the REST server sends; where Unity
@@ -202,7 +203,9 @@ class LoadedTable(_Reply):
     """What the Delta REST API's ``loadTable`` (and ``updateTable``) answer is
     made of: the table's description, its Delta schema and partition columns
     (None and empty when its log cannot be read), its etag, its unbackfilled
-    commits newest first and its latest version (None for an external table)."""
+    commits newest first and its latest version (None for an external table),
+    and the last version that changed its metadata with its timestamp (None
+    when unknown or for an external table)."""
 
     table: TableInfo
     schema_string: str | None
@@ -210,6 +213,32 @@ class LoadedTable(_Reply):
     etag: str
     commits: tuple[DeltaCommitInfo, ...]
     latest_table_version: int | None
+    last_commit_version: int | None = None
+    """The last version that changed the table's metadata (None: unknown)."""
+    last_commit_timestamp_ms: int | None = None
+    """That version's in-commit timestamp."""
+
+
+class PrivilegeAssignment(_Reply):
+    """``PrivilegeAssignment``: one principal's privileges on a securable."""
+
+    principal: str
+    privileges: tuple[str, ...]
+
+
+class PermissionsList(_Reply):
+    """``PermissionsList``: what the permissions API answers."""
+
+    privilege_assignments: tuple[PrivilegeAssignment, ...]
+
+
+class PermissionsChange(_Reply):
+    """``PermissionsChange``: privileges to add to and remove from one principal
+    (both lists default to empty: a client may leave one out)."""
+
+    principal: str
+    add: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
 
 
 __all__ = [
@@ -224,6 +253,9 @@ __all__ = [
     "ListSchemasResponse",
     "ListTablesResponse",
     "LoadedTable",
+    "PermissionsChange",
+    "PermissionsList",
+    "PrivilegeAssignment",
     "SchemaInfo",
     "StagingTableInfo",
     "TableInfo",

@@ -24,7 +24,12 @@ Invariants:
   location). Creating a table needs ``CREATE_TABLE`` (Unity Catalog's
   ``USE_CATALOG``/``USE_SCHEMA``/``CREATE_TABLE`` for a ``c.s.t`` name) and,
   outside the catalog's root, ``CREATE_EXTERNAL_TABLE`` on an external
-  location holding it. Off (the default), every caller owns everything.
+  location holding it. Off (the default), every caller owns everything, and
+  principals and grants are refused
+  (:class:`~raydelta.protocol.errors.AuthorizationDisabledError`): nothing
+  would enforce them. :meth:`Catalog.enable_authorization` turns it on for
+  a catalog that ran without it; once on, it stays on (recorded under the
+  root: a later ``authorization=False`` does not turn it off).
 - No two tables' locations overlap (equal, inside, around), whoever asks.
 """
 
@@ -41,6 +46,7 @@ import pyarrow as pa
 from raydelta.actors.catalog.actor import CatalogActor, CatalogSettings, catalog_actor_name
 from raydelta.actors.catalog.client import CatalogTableClient, CommitMode
 from raydelta.actors.catalog.locations import CatalogLocations
+from raydelta.actors.catalog.unity.permissions import PermissionService
 from raydelta.actors.catalog.unity.service import call_unity
 from raydelta.actors.cluster import get_unwrapped, start_actor
 from raydelta.actors.table.client import new_table_actions
@@ -453,10 +459,44 @@ class Catalog:
 
     # --- principals --------------------------------------------------------------------
 
+    @property
+    def authorization(self) -> bool:
+        """Whether the catalog checks tokens and grants (once on, it stays on)."""
+        enabled: bool = self._get("authorization_enabled")
+        return enabled
+
+    def enable_authorization(self) -> str:
+        """Turn authorization on for a catalog that runs without it: the explicit
+        step (it is recorded under the root and stays on, restarts included).
+        Returns the bootstrap (admin) token, shown this once; this handle
+        calls with it from now on. Refused with
+        :class:`~raydelta.protocol.errors.InvalidArgumentError` when
+        authorization is on already."""
+        issued: str | None = self._get("enable_authorization")
+        if issued is None:
+            raise InvalidArgumentError(f"catalog {self.name!r} has authorization on already")
+        self.token = issued
+        return issued
+
     def create_principal(self, name: str, *, token: str | None = None) -> str:
-        """A new principal's token (shown once; the catalog keeps only its hash)."""
+        """A new principal's token (shown once; the catalog keeps only its hash).
+        Refused with :class:`~raydelta.protocol.errors.AuthorizationDisabledError`
+        on a catalog without authorization (nothing would check the token)."""
         issued: str = self._get("create_principal", name, self._token(token))
         return issued
+
+    def principals(self, *, token: str | None = None) -> list[str]:
+        """The principals' names (the admin only)."""
+        names = call_unity(self.actor, PermissionService.principals, self._token(token))
+        return names
+
+    def rotate_token(self, name: str, *, token: str | None = None) -> str:
+        """A new token for principal ``name``; its old token stops working."""
+        return call_unity(self.actor, PermissionService.rotate_token, self._token(token), name)
+
+    def delete_principal(self, name: str, *, token: str | None = None) -> None:
+        """Forget principal ``name``: its token and every grant it held."""
+        call_unity(self.actor, PermissionService.delete_principal, self._token(token), name)
 
     def grant(
         self,
@@ -474,7 +514,9 @@ class Catalog:
         ``"catalog"`` (``"main"``: ``USE_CATALOG``...), ``"external_location"``
         (``CREATE_EXTERNAL_TABLE``, ``READ_FILES``, ``WRITE_FILES``) or
         ``"metastore"`` (everything; the same as the table name ``"*"``).
-        A privilege the securable cannot take raises ``ValueError``."""
+        A privilege the securable cannot take raises ``ValueError``; a catalog
+        without authorization refuses every grant
+        (:class:`~raydelta.protocol.errors.AuthorizationDisabledError`)."""
         wanted = sorted(parse_privileges(privileges))
         kind = parse_securable_type(securable_type).value
         self._get("grant", principal, table, wanted, self._token(token), kind)

@@ -11,8 +11,10 @@ The common ones are importable from ``raydelta`` itself too.
 
 from raydelta.protocol.errors import (
     AppendOnlyViolationError,
+    AuthorizationDisabledError,
     CatalogManagedRequirementError,
     CatalogManagedTableError,
+    CatalogRequestError,
     CatalogStoreError,
     CheckpointWriteError,
     ChecksumMismatchError,
@@ -51,6 +53,7 @@ from raydelta.protocol.errors import (
     NonDeterministicExpressionError,
     OverlappingTablesError,
     PermissionDeniedError,
+    PrincipalAlreadyExistsError,
     ProtocolChangedException,
     ProtocolDowngradeError,
     PublishBacklogError,
@@ -75,8 +78,10 @@ from raydelta.protocol.errors import (
 
 __all__ = [
     "AppendOnlyViolationError",
+    "AuthorizationDisabledError",
     "CatalogManagedRequirementError",
     "CatalogManagedTableError",
+    "CatalogRequestError",
     "CatalogStoreError",
     "CheckpointWriteError",
     "ChecksumMismatchError",
@@ -115,6 +120,7 @@ __all__ = [
     "NonDeterministicExpressionError",
     "OverlappingTablesError",
     "PermissionDeniedError",
+    "PrincipalAlreadyExistsError",
     "ProtocolChangedException",
     "ProtocolDowngradeError",
     "PublishBacklogError",

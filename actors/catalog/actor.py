@@ -74,6 +74,7 @@ from raydelta.actors.catalog.settings import CatalogSettings
 from raydelta.actors.catalog.tables import ManagedTableCoordinator
 from raydelta.actors.catalog.unity.commits import UnityCommitService
 from raydelta.actors.catalog.unity.namespaces import NamespaceService
+from raydelta.actors.catalog.unity.permissions import PermissionService
 from raydelta.actors.catalog.unity.service import UnityCatalogService
 from raydelta.actors.catalog.unity.tables import UnityTableService
 from raydelta.actors.faults import crash_point
@@ -121,7 +122,10 @@ class CatalogActor:
             root=settings.root,
             storage_options=settings.storage_options,
         )
-        self._bootstrap_token = self._auth.bootstrap() if settings.authorization else None
+        self._bootstrap_token = self._auth.bootstrap() if self._auth.enabled else None
+        recorded = Authorizer.recorded(settings.root, settings.storage_options)
+        if not self._auth.enabled and recorded is None:
+            self._auth.save()  # records "authorization": false (raydelta catalog serve reads it)
         self._compactor = compactor
         self._maintenance = MaintenanceHook(
             enabled=settings.maintenance.enabled,
@@ -313,7 +317,7 @@ class CatalogActor:
         commits as :data:`MAINTENANCE_PRINCIPAL` (a fresh token, READ and WRITE on
         every table: OPTIMIZE and VACUUM change no metadata)."""
         token = None
-        if self._settings.authorization:
+        if self._auth.enabled:
             with self._lock:
                 token = self._auth.issue_token(MAINTENANCE_PRINCIPAL)
                 self._auth.grant(
@@ -351,10 +355,19 @@ class CatalogActor:
 
     # --- principals --------------------------------------------------------------------
 
-    def create_principal(self, principal: str, token: str | None) -> str:
+    def authorization_enabled(self) -> bool:
+        return self._auth.enabled
+
+    def enable_authorization(self) -> str | None:
+        """Turn authorization on (it stays on: recorded in the registry) and
+        return the bootstrap token; None when it was on already."""
         with self._lock:
-            self._auth.require(self._auth.authenticate(token), ALL_TABLES, [Privilege.OWN])
-            return self._auth.issue_token(principal)
+            return self._auth.enable()
+
+    def create_principal(self, principal: str, token: str | None) -> str:
+        """A token for ``principal`` (the admin only; an existing principal's old
+        token stops working): :meth:`PermissionService.create_principal`."""
+        return self._unity.permissions.create_principal(token, principal, exist_ok=True)
 
     def grant(
         self,
@@ -367,6 +380,7 @@ class CatalogActor:
         """Give ``principal`` ``privileges`` on the securable (a table by default);
         the caller needs OWN on it."""
         with self._lock:
+            self._auth.require_enabled(f"granting {principal!r} privileges")
             securable = _securable(securable_type, name)
             self._auth.require_on(self._auth.authenticate(token), securable, [Privilege.OWN])
             self._auth.grant_on(principal, securable, privileges)
@@ -380,6 +394,7 @@ class CatalogActor:
         securable_type: str = SecurableType.TABLE,
     ) -> None:
         with self._lock:
+            self._auth.require_enabled(f"revoking privileges of {principal!r}")
             securable = _securable(securable_type, name)
             self._auth.require_on(self._auth.authenticate(token), securable, [Privilege.OWN])
             self._auth.revoke_on(principal, securable, privileges)
@@ -530,6 +545,9 @@ def _compose(
             tables=managed,
             namespaces=namespaces,
             locations=locations,
+        ),
+        permissions=PermissionService(
+            lock=lock, auth=auth, store=store, namespaces=namespaces, external=external
         ),
     )
     return locations, lifecycle, unity

@@ -17,7 +17,15 @@ Invariants:
   forged or missing secret) / :class:`~raydelta.protocol.errors.PermissionDeniedError`
   (naming the privileges missing); a refusal changes nothing.
 - With authorization off (:attr:`Authorizer.enabled` False) every caller is
-  :data:`ANONYMOUS` and owns everything; tokens are then not needed.
+  :data:`ANONYMOUS` and owns everything; tokens are then not needed, and
+  every security setting (a principal, a grant, a revoke) is refused with
+  :class:`~raydelta.protocol.errors.AuthorizationDisabledError`
+  (:meth:`Authorizer.require_enabled`): nothing would enforce it.
+- Once on, authorization stays on: the registry records it
+  (``"authorization": true``; a registry holding the bootstrap principal
+  counts as on too), and :meth:`Authorizer.load` turns it on whatever the
+  caller asked. Turning it on for a catalog that ran without it is one
+  explicit step, :meth:`Authorizer.enable`.
 - The registry is saved after every change, as JSON in
   :data:`PRINCIPALS_FILE` under the catalog's ``root`` (any URI the log
   stores take: a local path, ``memory://``, ``s3://`` with the catalog's
@@ -36,7 +44,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raydelta.protocol.errors import PermissionDeniedError, UnauthenticatedError
+from raydelta.protocol.errors import (
+    AuthorizationDisabledError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+)
 from raydelta.protocol.privileges import Privilege, missing_privileges
 from raydelta.protocol.securables import (
     APPLICABLE,
@@ -44,6 +57,7 @@ from raydelta.protocol.securables import (
     SecurableType,
     check_applicable,
     held_on,
+    missing_usage,
 )
 from raydelta.storage.catalog.root_documents import read_document, root_store, write_document
 from raydelta.storage.log.store import LogStore
@@ -91,6 +105,8 @@ class Authorizer:
         saved = read_document(auth._store(), PRINCIPALS_FILE)
         if saved is not None:
             auth.token_hashes = dict(saved.get("principals", {}))
+            recorded = saved.get("authorization", BOOTSTRAP_PRINCIPAL in auth.token_hashes)
+            auth.enabled = enabled or bool(recorded)
             for table, holders in saved.get("grants", {}).items():
                 auth._load_holders(Securable.table(table), holders)
             for kind, by_name in saved.get("securable_grants", {}).items():
@@ -107,6 +123,10 @@ class Authorizer:
         """The root's files (names relative to the root itself)."""
         return root_store(self.root, self.storage_options)
 
+    def save(self) -> None:
+        """Write the registry (see the module docstring)."""
+        self._save()
+
     def _save(self) -> None:
         tables: dict[str, Any] = {}
         others: dict[str, dict[str, Any]] = {}
@@ -116,10 +136,68 @@ class Authorizer:
                 tables[securable.name] = saved
             else:
                 others.setdefault(securable.type.value, {})[securable.name] = saved
-        body = {"principals": self.token_hashes, "grants": tables, "securable_grants": others}
+        body = {
+            "authorization": self.enabled,
+            "principals": self.token_hashes,
+            "grants": tables,
+            "securable_grants": others,
+        }
         write_document(self._store(), PRINCIPALS_FILE, body)
 
+    @staticmethod
+    def recorded(root: str | None, storage_options: dict[str, Any] | None = None) -> bool | None:
+        """Whether the registry under ``root`` records authorization as on (None:
+        no registry there yet: a new catalog)."""
+        saved = read_document(root_store(root, storage_options), PRINCIPALS_FILE)
+        if saved is None:
+            return None
+        principals = saved.get("principals", {})
+        return bool(saved.get("authorization", BOOTSTRAP_PRINCIPAL in principals))
+
+    def require_enabled(self, what: str) -> None:
+        """Refuse ``what`` (a security setting) while authorization is off."""
+        if not self.enabled:
+            raise AuthorizationDisabledError(
+                f"{what} refused: this catalog runs without authorization, so nothing "
+                "would enforce it; turn authorization on first (Catalog.enable_authorization(), "
+                "or raydelta catalog serve --authorization)"
+            )
+
+    def enable(self) -> str | None:
+        """Turn authorization on (recorded: it stays on) and return the bootstrap
+        token, or None when it was on already (its token was handed out then)."""
+        if self.enabled:
+            return None
+        self.enabled = True
+        token = self.bootstrap()
+        self._save()
+        return token
+
     # --- principals -------------------------------------------------------------
+
+    def principal_names(self) -> list[str]:
+        return sorted(self.token_hashes)
+
+    def delete_principal(self, principal: str) -> None:
+        """Forget ``principal``: its token stops working, its grants go."""
+        if principal == BOOTSTRAP_PRINCIPAL:
+            raise InvalidArgumentError(
+                f"the bootstrap principal {BOOTSTRAP_PRINCIPAL!r} cannot be deleted "
+                "(rotate its token instead)"
+            )
+        if principal not in self.token_hashes:
+            raise InvalidArgumentError(f"no principal {principal!r}")
+        del self.token_hashes[principal]
+        for holders in self.grants.values():
+            holders.pop(principal, None)
+        self.grants = {s: h for s, h in self.grants.items() if h}
+        self._save()
+
+    def grants_on(self, securable: Securable) -> dict[str, frozenset[Privilege]]:
+        """The privileges granted on ``securable`` itself, by principal (not
+        inherited ones; empty sets left out)."""
+        holders = self.grants.get(securable, {})
+        return {who: frozenset(p) for who, p in sorted(holders.items()) if p}
 
     def issue_token(self, principal: str) -> str:
         """A new token for ``principal`` (created if new; an old token stops working)."""
@@ -162,23 +240,33 @@ class Authorizer:
         """What ``principal`` holds on ``securable`` (inherited grants and OWN included)."""
         if not self.enabled:
             return APPLICABLE[securable.type]
-        mine = {s: holders[principal] for s, holders in self.grants.items() if principal in holders}
-        return held_on(securable, mine)
+        return held_on(securable, self._grants_of(principal))
+
+    def _grants_of(self, principal: str) -> dict[Securable, set[Privilege]]:
+        return {s: holders[principal] for s, holders in self.grants.items() if principal in holders}
 
     def privileges(self, principal: str, table: str) -> frozenset[Privilege]:
         """What ``principal`` holds on ``table`` (with catalog-wide grants and OWN)."""
         return self.privileges_on(principal, Securable.table(table))
 
     def require_on(self, principal: str, securable: Securable, needed: Iterable[Privilege]) -> None:
-        """Raise :class:`PermissionDeniedError` naming what ``principal`` lacks."""
+        """Raise :class:`PermissionDeniedError` naming what ``principal`` lacks
+        (the usage of the securable's catalog and schema first)."""
+        unusable = missing_usage(securable, self._grants_of(principal)) if self.enabled else ()
         missing = missing_privileges(self.privileges_on(principal, securable), needed)
-        if missing:
+        if missing or unusable:
             names = ", ".join(p.value.upper() for p in missing)
+            message = f"principal {principal!r} lacks {names} on {securable.describe()}"
+            if unusable:
+                on, privilege = unusable[0]
+                usage = f"{privilege.value.upper()} on {on.describe()}"
+                first = f"{message} and" if missing else f"principal {principal!r} lacks"
+                message = f"{first} {usage} (nothing in {on.describe()} is reachable without it)"
             raise PermissionDeniedError(
-                f"principal {principal!r} lacks {names} on {securable.describe()}",
+                message,
                 principal=principal,
                 table=securable.name,
-                missing=tuple(p.value for p in missing),
+                missing=tuple(p.value for p in missing) + tuple(p.value for _, p in unusable),
             )
 
     def require(self, principal: str, table: str, needed: Iterable[Privilege]) -> None:

@@ -20,6 +20,7 @@ from raydelta.actors.catalog.credentials import CredentialService
 from raydelta.actors.catalog.locations import CatalogLocations
 from raydelta.actors.catalog.unity.commits import UnityCommitService
 from raydelta.actors.catalog.unity.namespaces import NamespaceService
+from raydelta.actors.catalog.unity.permissions import Naming, PermissionService
 from raydelta.actors.catalog.unity.tables import UnityTableService
 from raydelta.protocol.actions import Metadata, Protocol
 from raydelta.protocol.unity_catalog import (
@@ -29,6 +30,8 @@ from raydelta.protocol.unity_catalog import (
     GetCommitsResponse,
     GetMetastoreSummaryResponse,
     LoadedTable,
+    PermissionsChange,
+    PermissionsList,
     SchemaInfo,
     StagingTableInfo,
     TableInfo,
@@ -301,6 +304,48 @@ class UnityCatalogClient:
 
     async def delete_external_location(self, name: str, *, force: bool) -> None:
         await self._call(CatalogLocations.delete_external_location, self._token, name, force)
+
+    # --- permissions and principals ----------------------------------------------------
+
+    async def permissions(
+        self, securable_type: str, full_name: str, principal: str | None, naming: Naming
+    ) -> PermissionsList:
+        return await self._call(
+            PermissionService.permissions,
+            self._token,
+            securable_type,
+            full_name,
+            principal,
+            naming,
+        )
+
+    async def update_permissions(
+        self,
+        securable_type: str,
+        full_name: str,
+        changes: Sequence[PermissionsChange],
+        naming: Naming,
+    ) -> PermissionsList:
+        return await self._call(
+            PermissionService.update_permissions,
+            self._token,
+            securable_type,
+            full_name,
+            changes,
+            naming,
+        )
+
+    async def principals(self) -> list[str]:
+        return await self._call(PermissionService.principals, self._token)
+
+    async def create_principal(self, name: str) -> str:
+        return await self._call(PermissionService.create_principal, self._token, name)
+
+    async def rotate_token(self, name: str) -> str:
+        return await self._call(PermissionService.rotate_token, self._token, name)
+
+    async def delete_principal(self, name: str) -> None:
+        await self._call(PermissionService.delete_principal, self._token, name)
 
 
 __all__ = ["UnityCatalogClient", "await_ref"]

@@ -7,8 +7,9 @@ Invariants:
 - raydelta's typed errors map onto Unity Catalog's codes by meaning
   (:func:`error_for`): a missing or forged token is ``UNAUTHENTICATED``
   (401), a missing privilege ``PERMISSION_DENIED`` (403), credentials the
-  catalog cannot vend (no role configured, tables overlapping)
-  ``FAILED_PRECONDITION`` (400), a version taken by
+  catalog cannot vend (no role configured, tables overlapping) and a
+  security setting on a catalog without authorization
+  ``FAILED_PRECONDITION`` (400), an existing principal ``ALREADY_EXISTS`` (409), a version taken by
   another commit ``COMMIT_VERSION_CONFLICT`` (409, which delta-storage's
   client turns into a retryable conflict), a publishing backlog
   ``RESOURCE_EXHAUSTED`` (429), anything unexpected ``INTERNAL`` (500).
@@ -29,10 +30,12 @@ from raydelta.actors.catalog.unity.errors import (
     UpdateRequirementConflictError,
 )
 from raydelta.protocol.errors import (
+    AuthorizationDisabledError,
     CredentialsUnavailableError,
     DeltaConcurrentModificationException,
     OverlappingTablesError,
     PermissionDeniedError,
+    PrincipalAlreadyExistsError,
     PublishBacklogError,
     RatificationError,
     RaydeltaError,
@@ -120,7 +123,9 @@ def error_for(error: BaseException) -> UCError:
         code = "NOT_FOUND"
     elif isinstance(error, ExternalLocationAlreadyExistsError):
         code = "ALREADY_EXISTS"
-    elif isinstance(error, (OverlappingTablesError, CredentialsUnavailableError)):
+    elif isinstance(
+        error, (OverlappingTablesError, CredentialsUnavailableError, AuthorizationDisabledError)
+    ):
         code = "FAILED_PRECONDITION"  # nothing the request can fix: the catalog's setup
     elif isinstance(error, NamespaceNotFoundError):
         code = "CATALOG_NOT_FOUND" if error.kind == "catalog" else "SCHEMA_NOT_FOUND"
@@ -128,6 +133,8 @@ def error_for(error: BaseException) -> UCError:
         code = "CATALOG_ALREADY_EXISTS" if error.kind == "catalog" else "SCHEMA_ALREADY_EXISTS"
     elif isinstance(error, TableNotFoundError):
         code = "TABLE_NOT_FOUND"
+    elif isinstance(error, PrincipalAlreadyExistsError):
+        code = "ALREADY_EXISTS"
     elif isinstance(error, TableAlreadyExistsError):
         code = "TABLE_ALREADY_EXISTS"
     elif isinstance(error, UpdateRequirementConflictError):

@@ -12,7 +12,7 @@ default).
 - ``POST .../tables/{t}``: ``updateTable``: ``assert-table-uuid`` /
   ``assert-etag`` requirements, an ``add-commit`` (ratified exactly as
   staged) and ``set-latest-backfilled-version``. The other updates
-  (``set-properties``, ``set-schema``, ``set-protocol``...) describe what the
+  (``set-properties``, ``set-columns``, ``set-protocol``...) describe what the
   staged commit holds; the catalog judges and applies the staged file
   itself, so they are accepted only next to an ``add-commit``;
 - credentials: ``GET .../tables/{t}/credentials``,
@@ -65,16 +65,17 @@ DESCRIBING_UPDATES = frozenset(
     {
         "set-properties",
         "remove-properties",
-        "set-schema",
+        "set-columns",
         "set-partition-columns",
         "set-table-comment",
         "set-protocol",
         "set-domain-metadata",
         "remove-domain-metadata",
-        "update-snapshot-version",
+        "update-metadata-snapshot-version",
     }
 )
-"""Updates that describe the staged commit next to them (module docstring)."""
+"""Updates that describe the staged commit next to them (module docstring), as
+Unity Catalog's ``api/delta.yaml`` names them (``DeltaTableUpdate``'s mapping)."""
 
 
 def _full_name(request: web.Request, table: str | None = None) -> str:
@@ -97,6 +98,10 @@ def load_response(loaded: LoadedTable) -> dict[str, Any]:
         "partition-columns": list(loaded.partition_columns),
         "properties": table.properties,
     }
+    if loaded.last_commit_version is not None:  # optional: left out when unknown
+        metadata["last-commit-version"] = loaded.last_commit_version
+        if loaded.last_commit_timestamp_ms is not None:
+            metadata["last-commit-timestamp-ms"] = loaded.last_commit_timestamp_ms
     answer: dict[str, Any] = {
         "metadata": metadata,
         "commits": [

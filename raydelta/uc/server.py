@@ -4,7 +4,9 @@
 of Unity Catalog's REST API (``/api/2.1/unity-catalog/...``) that Unity
 Catalog's connectors and commit coordinator clients use; :func:`serve`
 runs it on a background thread and returns a :class:`UCServer` handle
-(``.url``, ``.stop()``).
+(``.url``, ``.stop()``). raydelta's own admin API (principals, and grants in
+raydelta's privilege names) is served beside it under ``/api/raydelta/v1``
+(:mod:`raydelta.uc.routes_permissions`).
 
 Invariants:
 - Every request is answered by one call to the catalog's Unity Catalog
@@ -146,6 +148,7 @@ def create_app(catalog: Catalog) -> web.Application:
         routes_delta,
         routes_external_locations,
         routes_namespaces,
+        routes_permissions,
         routes_tables,
     )
 
@@ -159,6 +162,7 @@ def create_app(catalog: Catalog) -> web.Application:
         routes_commits,
         routes_delta,
         routes_external_locations,
+        routes_permissions,
     )
     for module in modules:
         module.add_routes(routes)

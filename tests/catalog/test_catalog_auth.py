@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 import raydelta
+import raydelta.errors
 from raydelta.catalog import Catalog, CatalogTable
 from raydelta.protocol.actions import AddFile
 
@@ -123,3 +125,70 @@ def test_authorization_off_everyone_owns(new_catalog: NewCatalog) -> None:
     table = catalog.create_table("open", SCHEMA, partition_by=["date"])
     assert append(table, "a") == 1
     assert alter(table) == 2
+
+
+def test_security_settings_are_refused_without_authorization(new_catalog: NewCatalog) -> None:
+    catalog = new_catalog()
+    catalog.create_table("t", SCHEMA, partition_by=["date"])
+    for attempt in (
+        lambda: catalog.create_principal("writer"),
+        lambda: catalog.grant("writer", "t", ["write"]),
+        lambda: catalog.revoke("writer", "t", ["alter"]),
+        lambda: catalog.principals(),
+    ):
+        with pytest.raises(
+            raydelta.errors.AuthorizationDisabledError, match="without authorization"
+        ):
+            attempt()
+    assert catalog.authorization is False
+
+
+def test_enabling_authorization_is_explicit_and_stays(
+    new_catalog: NewCatalog, tmp_path: Path
+) -> None:
+    import ray
+
+    root = str(tmp_path / "secured-later")
+    catalog = new_catalog(root=root)
+    table = catalog.create_table("t", SCHEMA, partition_by=["date"])
+    assert append(table, "open") == 1
+    token = catalog.enable_authorization()
+    assert token.startswith("catalog-admin.") and catalog.token == token
+    assert catalog.authorization is True
+    with pytest.raises(raydelta.InvalidArgumentError, match="on already"):
+        catalog.enable_authorization()
+    # callers without a token are refused now; the admin grants as usual
+    with pytest.raises(raydelta.errors.UnauthenticatedError):
+        append(table, "anonymous")  # opened before, without a token
+    writer = catalog.create_principal("writer")
+    catalog.grant("writer", "t", ["read", "write"])
+    assert append(catalog.open_table("t", token=writer), "granted") == 2
+    # a restarted actor (its settings still say authorization=False) keeps it on
+    ray.kill(catalog.actor, no_restart=False)
+    assert catalog.authorization is True
+    with pytest.raises(raydelta.PermissionDeniedError):
+        alter(catalog.open_table("t", token=writer))
+
+
+def test_starting_an_existing_catalog_with_authorization_turns_it_on(
+    new_catalog: NewCatalog, tmp_path: Path
+) -> None:
+    from raydelta.actors.catalog.actor import catalog_actor_name
+    from raydelta.actors.catalog.auth import Authorizer
+    from raydelta.storage.table_location import normalize_uri
+    from tests.catalog.conftest import kill_actor
+
+    root = str(tmp_path / "reopened")
+    first = new_catalog(root=root)
+    first.create_table("t", SCHEMA, partition_by=["date"])
+    assert Authorizer.recorded(normalize_uri(root)) is False  # what `catalog serve` reads
+    kill_actor(catalog_actor_name(first.name))
+    secured = new_catalog(root=root, authorization=True)  # `catalog serve --authorization`
+    assert secured.token is not None and secured.authorization is True
+    assert secured.resolve("t").catalog_managed  # the same catalog, now secured
+    assert Authorizer.recorded(normalize_uri(root)) is True
+    kill_actor(catalog_actor_name(secured.name))
+    again = new_catalog(root=root)  # authorization=False asked: it stays on
+    assert again.token is None and again.authorization is True
+    with pytest.raises(raydelta.errors.UnauthenticatedError):
+        again.resolve("t")

@@ -24,6 +24,8 @@ def _round_trip(root: str, storage_options: dict[str, Any] | None = None) -> Non
     token = first.issue_token("ana")
     first.grant("ana", "t", [Privilege.READ, Privilege.WRITE])
     schema, landing = Securable.schema("main.s"), Securable.external_location("landing")
+    # a schema is reachable with its catalog's USE_CATALOG only (Unity Catalog's rule)
+    first.grant_on("ana", Securable.catalog("main"), [Privilege.USE_CATALOG])
     first.grant_on("ana", schema, [Privilege.USE_SCHEMA, Privilege.CREATE_TABLE])
     first.grant_on("ana", landing, [Privilege.READ_FILES])
 

@@ -41,7 +41,13 @@ from raydelta.protocol.credential_scope import AccessLevel, s3_session_policy
 from raydelta.protocol.locations import parse_location
 from raydelta.protocol.privileges import Privilege
 from tests.s3_server import REGION, start_s3_server
-from tests.uc_api.conftest import VENDING_ROLE, UCServerFixture, start_uc_server, stop_uc_server
+from tests.uc_api.conftest import (
+    VENDING_ROLE,
+    UCServerFixture,
+    grant_usage,
+    start_uc_server,
+    stop_uc_server,
+)
 
 DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 LIFETIME_S = 900
@@ -121,6 +127,7 @@ def test_each_vend_is_a_scoped_sts_credential(
         reader = server.token_for("reader", [Privilege.READ], table="main.default.a")
         writer = server.catalog.create_principal("writer")
         server.catalog.grant("writer", "main.default.a", ["READ", "WRITE"])
+        grant_usage(server.catalog, "writer", "main.default.a", token=server.admin_token)
         before_ms = int(time.time() * 1000)
         read = _vend(server, tables["a"], "READ", reader)
         write = _vend(server, tables["a"], "READ_WRITE", writer)

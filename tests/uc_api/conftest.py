@@ -9,8 +9,9 @@ front of a real ``Catalog`` actor (authorization on).
   bootstrap token); ``.root``: the directory where its tables go;
 - ``.admin_token``: the bootstrap principal's token (owns everything);
 - ``.token_for(principal, privileges, *, table="*")``: create ``principal``,
-  grant it ``privileges`` (on one table's full name, or every table) and
-  return its token;
+  grant it ``privileges`` (on one table's full name, with the usage of its
+  catalog and schema that Unity Catalog requires: :func:`grant_usage`; or
+  every table) and return its token;
 - ``.restart_server()``: stop the HTTP server and start a new one on the
   same port (the catalog actor keeps running).
 
@@ -72,6 +73,7 @@ class UCServerFixture:
         token = self.catalog.create_principal(principal, token=self.admin_token)
         if privileges:
             self.catalog.grant(principal, table, privileges, token=self.admin_token)
+            grant_usage(self.catalog, principal, table, token=self.admin_token)
         self._principals.append(principal)
         return token
 
@@ -84,6 +86,18 @@ class UCServerFixture:
         self, method: str, path: str, body: Any = None, *, token: str | None = None
     ) -> tuple[int, Any]:
         return uc_request(method, self.api + path, body, token=token)
+
+
+def grant_usage(catalog: Catalog, principal: str, table: str, *, token: str) -> None:
+    """Give ``principal`` what Unity Catalog needs before a table ``c.s.t`` is
+    reachable at all: ``USE_CATALOG`` on ``c``, ``USE_SCHEMA`` on ``c.s``
+    (nothing for other names)."""
+    parts = table.split(".")
+    if len(parts) != 3:
+        return
+    catalog.grant(principal, parts[0], ["USE_CATALOG"], securable_type="catalog", token=token)
+    schema = f"{parts[0]}.{parts[1]}"
+    catalog.grant(principal, schema, ["USE_SCHEMA"], securable_type="schema", token=token)
 
 
 def uc_request(

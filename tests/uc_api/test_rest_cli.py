@@ -1,5 +1,6 @@
 """``raydelta catalog serve``: the server as a command, in its own process (and its
-own local Ray), answering Unity Catalog's API with the admin token it printed.
+own local Ray), answering Unity Catalog's API with the admin token it wrote to
+a 0600 file (never printed: a log of its output holds no secret).
 """
 
 from __future__ import annotations
@@ -42,12 +43,18 @@ def test_catalog_serve_command(tmp_path: Path) -> None:
         assert process.stdout is not None and process.stderr is not None
         url = process.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), url
-        token = ""
+        # the token is never printed: stderr names the 0600 file holding it
+        said = ""
         for line in process.stderr:
-            if line.startswith("admin token: "):
-                token = line.split(": ", 1)[1].strip()
+            said += line
+            if line.startswith("admin token written to "):
                 break
+        token_file = tmp_path / "warehouse" / "admin-token"
+        assert f"admin token written to {token_file} (mode 0600)" in said
+        assert (token_file.stat().st_mode & 0o777) == 0o600
+        token = token_file.read_text().strip()
         assert token.startswith("catalog-admin."), token
+        assert token not in said
         api = url + "/api/2.1/unity-catalog"
         assert uc_request("POST", api + "/catalogs", {"name": "main"}, token=token)[0] == 200
         status, listed = uc_request("GET", api + "/catalogs", token=token)

@@ -51,6 +51,7 @@ from raydelta.actors.catalog.unity.errors import (
     CommitVersionConflictError,
     UpdateRequirementConflictError,
 )
+from raydelta.actors.catalog.unity.metadata_commits import LastMetadataCommits, MetadataCommit
 from raydelta.actors.catalog.unity.tables import UnityTableService, same_location
 from raydelta.protocol.actions import CommitInfo, parse_actions, serialize_actions
 from raydelta.protocol.catalog_managed import STAGED_PREFIX, RatifiedCommit
@@ -88,6 +89,7 @@ class UnityCommitService:
         self._tables = tables
         self._store = tables.store
         self._describe = describe
+        self._metadata_commits = LastMetadataCommits()
 
     def _by_id(self, token: str | None, table_id: str, table_uri: str) -> tuple[str, TableEntry]:
         principal = self._auth.authenticate(token)
@@ -203,12 +205,18 @@ class UnityCommitService:
     def _loaded(self, full_name: str, entry: TableEntry) -> LoadedTable:
         commits: list[DeltaCommitInfo] = []
         latest = None
+        last: MetadataCommit | None = None
         if entry.catalog_managed:
             commits, latest = self._unbackfilled(entry, None, None)
         with self._lock:
             described, metadata = self._describe.describe(full_name, entry)
             etag = self.etag(entry)
+            if latest is not None:
+                committer = self._tables.coordinator(entry).committer
+                last = self._metadata_commits.find(entry.table_id, latest, committer.read_commits)
         return LoadedTable(
+            last_commit_version=None if last is None else last.version,
+            last_commit_timestamp_ms=None if last is None else last.timestamp_ms,
             table=described,
             schema_string=None if metadata is None else metadata.schema_string,
             partition_columns=() if metadata is None else tuple(metadata.partition_columns),

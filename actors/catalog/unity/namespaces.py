@@ -6,9 +6,14 @@ Invariants:
   (:class:`~raydelta.storage.catalog.namespaces.NamespaceRegistry`, saved
   under the catalog's root before the call returns) before a table is
   created in them.
-- Creating, changing or deleting a catalog or schema needs OWN on every
-  table (the admin); reading them, a valid token. Names are stored as given
-  and never renamed.
+- Creating, changing or deleting a catalog needs OWN on every table (the
+  admin); creating a schema, the admin or ``USE_CATALOG`` and
+  ``CREATE_SCHEMA`` on its catalog (the creator then owns it); changing or
+  deleting a schema, the admin. Reading or listing them needs a privilege
+  on each (:meth:`NamespaceService.visible`): a principal without
+  ``USE_CATALOG`` on a catalog sees nothing in it (reading it is refused;
+  lists of catalogs, schemas and tables leave out what it holds nothing
+  on). Names are stored as given and never renamed.
 - Deleting a catalog or schema that holds schemas or tables needs
   ``force``; its tables are then dropped as the catalog drops any table
   (:meth:`~raydelta.actors.catalog.lifecycle.TableLifecycle.drop`: OWN,
@@ -34,8 +39,9 @@ from raydelta.actors.catalog.unity.errors import (
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
 )
-from raydelta.protocol.errors import InvalidArgumentError
+from raydelta.protocol.errors import InvalidArgumentError, PermissionDeniedError
 from raydelta.protocol.privileges import Privilege
+from raydelta.protocol.securables import Securable
 from raydelta.protocol.unity_catalog import CatalogInfo, GetMetastoreSummaryResponse, SchemaInfo
 from raydelta.storage.catalog.namespaces import NamespaceRegistry
 from raydelta.storage.catalog.ratified_store import RatifiedCommitStore
@@ -85,6 +91,20 @@ class NamespaceService:
         self._auth.require(principal, ALL_TABLES, [Privilege.OWN])
         return principal
 
+    def visible(self, principal: str, securable: Securable) -> bool:
+        """Whether ``principal`` holds any privilege on ``securable`` (module docstring)."""
+        return bool(self._auth.privileges_on(principal, securable))
+
+    def require_visible(self, principal: str, securable: Securable) -> None:
+        """Refuse a ``principal`` holding nothing on ``securable``, naming why."""
+        if not self.visible(principal, securable):
+            self._auth.require_on(principal, securable, [])  # names a missing USE_*
+            raise PermissionDeniedError(
+                f"principal {principal!r} holds no privilege on {securable.describe()}",
+                principal=principal,
+                table=securable.name,
+            )
+
     def metastore_summary(self) -> GetMetastoreSummaryResponse:
         """The metastore's id: stable for the catalog's root (no token needed)."""
         return GetMetastoreSummaryResponse(
@@ -124,12 +144,17 @@ class NamespaceService:
     def catalogs(self, token: str | None) -> list[CatalogInfo]:
         """Every catalog, by name."""
         with self._lock:
-            self._auth.authenticate(token)
-            return [CatalogInfo.model_validate(v) for _, v in sorted(self._ns.catalogs.items())]
+            principal = self._auth.authenticate(token)
+            return [
+                CatalogInfo.model_validate(v)
+                for name, v in sorted(self._ns.catalogs.items())
+                if self.visible(principal, Securable.catalog(name))
+            ]
 
     def catalog(self, token: str | None, name: str) -> CatalogInfo:
         with self._lock:
-            self._auth.authenticate(token)
+            principal = self._auth.authenticate(token)
+            self.require_visible(principal, Securable.catalog(name))  # before: no existence leak
             return self._catalog(name)
 
     def _catalog(self, name: str) -> CatalogInfo:
@@ -169,6 +194,7 @@ class NamespaceService:
                 self._drop_schema(token, schema)
             del self._ns.catalogs[name]
             self._ns.save()
+            self._auth.forget(Securable.catalog(name))
 
     # --- schemas -----------------------------------------------------------------------
 
@@ -181,8 +207,14 @@ class NamespaceService:
         properties: Mapping[str, object] | None,
     ) -> SchemaInfo:
         with self._lock:
-            principal = self._admin(token)
+            principal = self._auth.authenticate(token)
             self._catalog(catalog)
+            if not self._auth.is_admin(principal):
+                self._auth.require_on(
+                    principal,
+                    Securable.catalog(catalog),
+                    [Privilege.USE_CATALOG, Privilege.CREATE_SCHEMA],
+                )
             if not name or "." in name:
                 raise InvalidArgumentError(f"invalid schema name {name!r}")
             full = f"{catalog}.{name}"
@@ -203,6 +235,7 @@ class NamespaceService:
             )
             self._ns.schemas[full] = info.model_dump()
             self._ns.save()
+            self._auth.grant_owner_of(principal, Securable.schema(full))
             return info
 
     def require_schema(self, full_name: str) -> SchemaInfo:
@@ -217,15 +250,19 @@ class NamespaceService:
     def schemas(self, token: str | None, catalog: str) -> list[SchemaInfo]:
         """The schemas of ``catalog``, by name."""
         with self._lock:
-            self._auth.authenticate(token)
+            principal = self._auth.authenticate(token)
             self._catalog(catalog)
             return [
-                SchemaInfo.model_validate(self._ns.schemas[k]) for k in self._ns.schemas_of(catalog)
+                SchemaInfo.model_validate(self._ns.schemas[k])
+                for k in self._ns.schemas_of(catalog)
+                if self.visible(principal, Securable.schema(k))
             ]
 
     def schema(self, token: str | None, full_name: str) -> SchemaInfo:
         with self._lock:
-            self._auth.authenticate(token)
+            principal = self._auth.authenticate(token)
+            split_name(full_name, 2)
+            self.require_visible(principal, Securable.schema(full_name))
             return self.require_schema(full_name)
 
     def update_schema(
@@ -264,6 +301,7 @@ class NamespaceService:
                 self._lifecycle.drop(table, token)
             self._ns.tables.pop(table, None)
         self._ns.schemas.pop(full_name, None)
+        self._auth.forget(Securable.schema(full_name))
 
 
 def _updated(

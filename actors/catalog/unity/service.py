@@ -15,7 +15,9 @@ table lifecycle), all passed explicitly:
 - ``locations`` (:class:`~raydelta.actors.catalog.locations.CatalogLocations`):
   external locations;
 - ``credentials`` (:class:`~raydelta.actors.catalog.credentials.CredentialService`):
-  temporary table and path credentials.
+  temporary table and path credentials;
+- ``permissions`` (:class:`~raydelta.actors.catalog.unity.permissions.PermissionService`):
+  the permissions API and the principals.
 
 Every operation is a public method of one part, returning a frozen reply
 model of :mod:`raydelta.protocol.unity_catalog` (or None). Callers name the
@@ -40,6 +42,7 @@ from raydelta.actors.catalog.credentials import CredentialService
 from raydelta.actors.catalog.locations import CatalogLocations
 from raydelta.actors.catalog.unity.commits import UnityCommitService
 from raydelta.actors.catalog.unity.namespaces import NamespaceService
+from raydelta.actors.catalog.unity.permissions import PermissionService
 from raydelta.actors.catalog.unity.tables import UnityTableService
 from raydelta.actors.cluster import get_unwrapped
 from raydelta.protocol.errors import InvalidArgumentError
@@ -60,13 +63,22 @@ class UnityCatalogService:
         commits: UnityCommitService,
         locations: CatalogLocations,
         credentials: CredentialService,
+        permissions: PermissionService,
     ) -> None:
         self.namespaces = namespaces
         self.tables = tables
         self.commits = commits
         self.locations = locations
         self.credentials = credentials
-        self._parts: tuple[object, ...] = (namespaces, tables, commits, locations, credentials)
+        self.permissions = permissions
+        self._parts: tuple[object, ...] = (
+            namespaces,
+            tables,
+            commits,
+            locations,
+            credentials,
+            permissions,
+        )
 
     def run(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``operation`` (a part's method, unbound) on its part."""
