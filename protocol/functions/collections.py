@@ -140,8 +140,8 @@ def size(ev: Evaluator, node: exp.Expr) -> Value:
 
 
 def _contains(items: list[Any], wanted: Any) -> bool | None:
-    if wanted in items:
-        return True
+    if wanted in items or (wanted != wanted and any(i is not None and i != i for i in items)):
+        return True  # NaN equals NaN in Spark (x != x only for NaN)
     return None if any(i is None for i in items) else False
 
 
