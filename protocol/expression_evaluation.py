@@ -208,7 +208,14 @@ class Evaluator:
             ) from None
 
     def and_or(self, node: exp.Expression) -> Value:
-        left, right = self.boolean(node.this), self.boolean(node.expression)
+        """Kleene AND/OR; the right side is needed only where the left does
+        not decide (Spark stops at a FALSE left of AND, a TRUE left of OR), so
+        an ANSI error of another row's right side is not raised."""
+        left = self.boolean(node.this)
+        decided = pc.fill_null(
+            self.array(pc.invert(left) if isinstance(node, exp.And) else left), False
+        )
+        right = self.lazily(node.expression, pc.invert(decided), Evaluator.boolean)
         kernel = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
         return kernel(left, right)
 

@@ -45,7 +45,11 @@ def _common(ev: Evaluator, values: list[Value]) -> list[Value]:
 @REGISTRY.function("coalesce", "nvl", "ifnull", nodes=(exp.Coalesce,))
 def coalesce(ev: Evaluator, node: exp.Coalesce) -> Value:
     """The first argument that is not NULL."""
-    values = [ev.value(node.this), *(ev.value(e) for e in node.expressions)]
+    values = [ev.value(node.this)]
+    for argument in node.expressions:
+        # lazy as Spark's: an argument is needed only where all before it are NULL
+        pending = pc.is_null(ev.array(pc.coalesce(*_common(ev, values))))
+        values.append(ev.lazily(argument, pending))
     return pc.coalesce(*_common(ev, values))
 
 

@@ -537,6 +537,9 @@ ANSI_CATALOG: list[str] = [
     "CASE WHEN j <> 0 THEN i div j ELSE -1 END",
     "if(j = 0, NULL, i / j)",
     "if(j <> 0, i % j, 0)",
+    "j <> 0 AND i div j > 1",
+    "j = 0 OR 10 / j > 1",
+    "coalesce(CAST(j AS DOUBLE), 10 / j)",
     "TRY_CAST(s AS INT)",
 ]
 ansi_rows = st.lists(
