@@ -572,8 +572,8 @@ HANDLERS: dict[type[exp.Expr], Callable[[Evaluator, Any], Value]] = {
 # The Spark spellings of the syntax above, for the README's list.
 SYNTAX: tuple[str, ...] = (
     "column references (`a`, `` `a b` ``, nested `s.f`)",
-    "literals (numbers, strings, `TRUE`/`FALSE`, `NULL`, `DATE '...'`, `TIMESTAMP '...'`,"
-    " `TIMESTAMP_NTZ '...'`)",
+    "literals (integers; decimals, `1.5` is `DECIMAL(2,1)`; doubles `1e3`, `1.5D`; strings,"
+    " `TRUE`/`FALSE`, `NULL`, `DATE '...'`, `TIMESTAMP '...'`, `TIMESTAMP_NTZ '...'`)",
     "`= == <> != < <= > >= <=>`",
     "`AND OR NOT`",
     "`IS [NOT] NULL`, `IS [NOT] TRUE/FALSE`",
