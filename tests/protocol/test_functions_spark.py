@@ -101,6 +101,7 @@ CATALOG: list[str] = [
     "concat_ws(',', s, s)",
     "format_string('%d|%s', i, s)",
     "format_string('%5.2f', f)",
+    "format_string('%-6.1f|%+4.0f', f, f)",
     "printf('%x', i)",
     "reverse(s)",
     "repeat(s, 2)",
@@ -242,6 +243,7 @@ doubles = st.one_of(
     st.none(),
     st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15),
     st.sampled_from([0.0, -0.0, 2.5, -2.5, 0.125, 2.675, 1e300, -1e-300, 1.005]),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
 )
 dates = st.one_of(
     st.none(),
