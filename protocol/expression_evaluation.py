@@ -102,11 +102,11 @@ class Evaluator:
 
     def ansi_error(self, error_class: str, detail: str) -> SparkRuntimeException:
         """The ANSI-mode error Spark raises, named by its error class."""
-        kind = (
-            SparkNumberFormatException
-            if error_class == "CAST_INVALID_INPUT"
-            else SparkArithmeticException
-        )
+        kind: type[SparkRuntimeException] = SparkRuntimeException
+        if error_class == "CAST_INVALID_INPUT":
+            kind = SparkNumberFormatException
+        elif error_class in _ARITHMETIC_ERRORS:
+            kind = SparkArithmeticException
         return kind(f"[{error_class}] {detail} in {self.sql!r}", self.sql, error_class)
 
     def refuse(self, what: str) -> UnsupportedExpressionError:
@@ -480,6 +480,15 @@ class Evaluator:
         return cast(left, common), cast(right, common)
 
 
+_ARITHMETIC_ERRORS = frozenset(
+    {
+        "DIVIDE_BY_ZERO",
+        "REMAINDER_BY_ZERO",
+        "ARITHMETIC_OVERFLOW",
+        "CAST_OVERFLOW",
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+    }
+)
 _OPERATORS: dict[type[exp.Expr], str] = {
     exp.Add: "+",
     exp.Sub: "-",

@@ -402,6 +402,25 @@ def test_catalog_agrees_with_spark(utc_spark: Any, values: list[tuple[Any, ...]]
     _check(utc_spark, _table(values), CATALOG)
 
 
+# Legacy mode (spark.sql.ansi.enabled=false) over the same catalog.
+@settings(
+    max_examples=6,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(values=rows)
+def test_catalog_agrees_with_spark_in_legacy_mode(
+    utc_spark: Any, values: list[tuple[Any, ...]]
+) -> None:
+    before = utc_spark.conf.get("spark.sql.ansi.enabled")
+    utc_spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        _check(utc_spark, _table(values), CATALOG, ansi=False)
+    finally:
+        utc_spark.conf.set("spark.sql.ansi.enabled", before)
+
+
 # --- NaN, decimals and the ANSI switch -----------------------------------------------
 
 # Spark orders NaN above every number (+Infinity included) and NaN = NaN.
@@ -543,6 +562,8 @@ ANSI_CATALOG: list[str] = [
     "j = 0 OR 10 / j > 1",
     "coalesce(CAST(j AS DOUBLE), 10 / j)",
     "TRY_CAST(s AS INT)",
+    "element_at(array(i, j), 3)",
+    "array(i, j)[2]",
 ]
 ansi_rows = st.lists(
     st.tuples(
