@@ -528,6 +528,31 @@ class UnsupportedExpressionError(InvalidExpressionError):
     whose data rules use one is refused for writing."""
 
 
+class SparkRuntimeException(InvalidExpressionError):
+    """A value failed at run time under ANSI SQL mode (``ansi=True``, Spark 4's
+    default), where Spark raises too; ``error_class`` is Spark's error class
+    name, which the message starts with (``[DIVIDE_BY_ZERO] ...``). Under
+    legacy mode the same value is NULL (or wraps, as Spark's does)."""
+
+    def __init__(
+        self, message: str, expression: str | None = None, error_class: str | None = None
+    ) -> None:
+        super().__init__(message, expression)
+        self.args = (message, expression, error_class)
+        self.error_class = error_class
+
+
+class SparkArithmeticException(SparkRuntimeException):
+    """ANSI: ``DIVIDE_BY_ZERO``, ``ARITHMETIC_OVERFLOW``, ``CAST_OVERFLOW`` or
+    ``NUMERIC_VALUE_OUT_OF_RANGE`` (a decimal that does not fit its type)."""
+
+
+class SparkNumberFormatException(SparkRuntimeException):
+    """ANSI: ``CAST_INVALID_INPUT``, a string that is not a number of the
+    target type (Spark raises the same for booleans and dates, with other
+    exception names)."""
+
+
 class NonDeterministicExpressionError(InvalidExpressionError):
     """A DML condition or new value is non-deterministic (``rand()``,
     ``uuid()``...): delta-spark refuses these in DELETE/UPDATE/MERGE

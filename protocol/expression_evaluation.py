@@ -12,10 +12,18 @@ Invariants:
   are Kleene; ``x IN (..., NULL)`` without a match is NULL; ``<=>``, ``IS``
   and ``COALESCE`` never return NULL for null inputs alone; a NULL ``CASE``
   or ``IF`` condition takes the next branch.
-- Spark's choices where engines differ: ``/`` divides as doubles, ``DIV``
-  and ``%`` truncate toward zero (the sign of ``%`` follows the dividend);
-  a zero divisor gives NULL; integer overflow and failed casts raise
-  :class:`InvalidExpressionError` (ANSI mode, Spark 4's default);
+- Spark's choices where engines differ: ``/`` divides integers and doubles
+  as doubles and decimals as decimals (:mod:`raydelta.protocol.expression_decimal`:
+  ``1.5`` is ``DECIMAL(2,1)``), ``DIV`` and ``%`` truncate toward zero (the
+  sign of ``%`` follows the dividend); comparisons order NaN as Spark does
+  (:mod:`raydelta.protocol.expression_compare`: NaN = NaN, NaN above all).
+- ANSI mode (``ansi=True``, the default of the pinned Spark 4): a zero
+  divisor, integer or decimal overflow and a failed ``CAST`` raise
+  :class:`SparkArithmeticException` / :class:`SparkNumberFormatException`
+  named with Spark's error class; legacy mode (``ansi=False``) gives NULL
+  for those, except integer overflow, which wraps (two's complement, as the
+  JVM does), and a cast out of an integer type's range (see
+  :mod:`raydelta.protocol.expression_types`);
   ``length``/``substring`` count characters (code points); ``trim`` strips
   spaces only. Timestamps with a zone are taken in UTC (delta-spark uses
   the session time zone; raydelta's is UTC).
@@ -26,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,8 +43,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from raydelta.protocol.errors import InvalidExpressionError, UnsupportedExpressionError
-from raydelta.protocol.expression_types import Value, arrow_type, cast, common_type, is_numeric
+from raydelta.protocol import expression_decimal as decimals
+from raydelta.protocol.errors import (
+    InvalidExpressionError,
+    SparkArithmeticException,
+    SparkNumberFormatException,
+    SparkRuntimeException,
+    UnsupportedExpressionError,
+)
+from raydelta.protocol.expression_compare import spark_compare, spark_equal
+from raydelta.protocol.expression_types import (
+    Value,
+    arrow_type,
+    cast,
+    common_type,
+    is_numeric,
+    legacy_cast,
+)
 from raydelta.protocol.functions import FUNCTIONS
 from raydelta.protocol.functions.registry import SparkFunction
 
@@ -62,16 +86,28 @@ def column_path(column: exp.Expression, sql: str) -> tuple[str, ...]:
 class Evaluator:
     """Evaluates nodes of one expression over the rows of ``table``."""
 
-    def __init__(self, sql: str, table: pa.Table, now: dt.datetime | None) -> None:
+    def __init__(
+        self, sql: str, table: pa.Table, now: dt.datetime | None, *, ansi: bool = True
+    ) -> None:
         self.sql = sql
         self.table = table
         self.rows = table.num_rows
         self.now = now
+        self.ansi = ansi
 
     # helpers ----------------------------------------------------------------------
 
     def fail(self, message: str) -> InvalidExpressionError:
         return InvalidExpressionError(f"{message} in {self.sql!r}", self.sql)
+
+    def ansi_error(self, error_class: str, detail: str) -> SparkRuntimeException:
+        """The ANSI-mode error Spark raises, named by its error class."""
+        kind: type[SparkRuntimeException] = SparkRuntimeException
+        if error_class == "CAST_INVALID_INPUT":
+            kind = SparkNumberFormatException
+        elif error_class in _ARITHMETIC_ERRORS:
+            kind = SparkArithmeticException
+        return kind(f"[{error_class}] {detail} in {self.sql!r}", self.sql, error_class)
 
     def refuse(self, what: str) -> UnsupportedExpressionError:
         return UnsupportedExpressionError(
@@ -158,6 +194,12 @@ class Evaluator:
                 return pa.scalar(number, pa.int64())
         if re.fullmatch(r"[0-9]+[lL]", text):
             return pa.scalar(int(text[:-1]), pa.int64())
+        if re.fullmatch(r"[0-9]*\.?[0-9]*", text) and any(c.isdigit() for c in text):
+            # Spark: a number with a point (or beyond BIGINT) is a DECIMAL literal
+            target = decimals.literal_type(text)
+            if target is None:
+                raise self.fail(f"the decimal literal {text} has more than 38 digits")
+            return pa.scalar(decimal.Decimal(text), target)
         try:
             return pa.scalar(float(text.rstrip("dDfF")), pa.float64())
         except ValueError:
@@ -166,7 +208,14 @@ class Evaluator:
             ) from None
 
     def and_or(self, node: exp.Expression) -> Value:
-        left, right = self.boolean(node.this), self.boolean(node.expression)
+        """Kleene AND/OR; the right side is needed only where the left does
+        not decide (Spark stops at a FALSE left of AND, a TRUE left of OR), so
+        an ANSI error of another row's right side is not raised."""
+        left = self.boolean(node.this)
+        decided = pc.fill_null(
+            self.array(pc.invert(left) if isinstance(node, exp.And) else left), False
+        )
+        right = self.lazily(node.expression, pc.invert(decided), Evaluator.boolean)
         kernel = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
         return kernel(left, right)
 
@@ -183,11 +232,11 @@ class Evaluator:
 
     def compare(self, node: exp.Expr) -> Value:
         left, right = self.coerced(self.value(node.this), self.value(node.expression))
-        return getattr(pc, COMPARISONS[type(node)])(left, right)
+        return spark_compare(COMPARISONS[type(node)], left, right)
 
     def null_safe_eq(self, node: exp.Expression) -> Value:
         left, right = self.coerced(self.value(node.this), self.value(node.expression))
-        equal = pc.fill_null(pc.equal(left, right), False)
+        equal = pc.fill_null(spark_equal(left, right), False)
         both_null = pc.and_(pc.is_null(left), pc.is_null(right))
         result = pc.or_(equal, both_null)
         return pc.invert(result) if isinstance(node, exp.NullSafeNEQ) else result
@@ -209,7 +258,7 @@ class Evaluator:
         result: Value | None = None
         for item in node.expressions:
             left, right = self.coerced(subject, self.value(item))
-            test = pc.equal(left, right)
+            test = spark_equal(left, right)
             result = test if result is None else pc.or_kleene(result, test)
         assert result is not None
         return result
@@ -218,7 +267,10 @@ class Evaluator:
         subject = self.value(node.this)
         low_left, low = self.coerced(subject, self.value(node.args["low"]))
         high_left, high = self.coerced(subject, self.value(node.args["high"]))
-        return pc.and_kleene(pc.greater_equal(low_left, low), pc.less_equal(high_left, high))
+        return pc.and_kleene(
+            spark_compare("greater_equal", low_left, low),
+            spark_compare("less_equal", high_left, high),
+        )
 
     def like(self, node: exp.Expression, escape: str | None = None) -> Value:
         subject = self.string(node.this)
@@ -243,17 +295,23 @@ class Evaluator:
 
     def arithmetic(self, node: exp.Expression) -> Value:
         left, right = self.value(node.this), self.value(node.expression)
+        op = _OPERATORS[type(node)]
+        if isinstance(node, exp.IntDiv) and decimals.is_decimal_operation(left, right):
+            return decimals.integral_divide(left, right, self.ansi_error if self.ansi else None)
+        operands = ((node.this, left), (node.expression, right))
+        target = decimals.operation_type(op, *operands)
+        if target is not None:
+            fail = self.ansi_error if self.ansi else None
+            return decimals.arithmetic(op, left, right, target, fail)
         if isinstance(node, exp.Div):
             left, right = left.cast(pa.float64()), right.cast(pa.float64())
-            right = pc.if_else(pc.equal(right, 0.0), pa.scalar(None, pa.float64()), right)
-            return pc.divide(left, right)
+            return pc.divide(left, self.nonzero(right, left))
         left, right = self.coerced(left, right)
         if not is_numeric(left.type):
             raise self.fail(f"arithmetic on {left.type}")
         if isinstance(node, (exp.IntDiv, exp.Mod)):
-            zero = pa.scalar(0, right.type) if not pa.types.is_null(right.type) else None
-            if zero is not None:
-                right = pc.if_else(pc.equal(right, zero), pa.scalar(None, right.type), right)
+            by_zero = "REMAINDER_BY_ZERO" if isinstance(node, exp.Mod) else "DIVIDE_BY_ZERO"
+            right = self.nonzero(right, left, by_zero)
             if isinstance(node, exp.IntDiv):
                 quotient = pc.divide(left.cast(pa.float64()), right.cast(pa.float64()))
                 return pc.trunc(quotient).cast(pa.int64())
@@ -263,23 +321,60 @@ class Evaluator:
                 pc.not_equal(pc.sign(floor_mod), pc.sign(left)),
             )
             return pc.if_else(wrong_sign, pc.subtract(floor_mod, right), floor_mod)
-        kernel: dict[type[exp.Expression], Callable[[Value, Value], Value]] = {
-            exp.Add: pc.add_checked,
-            exp.Sub: pc.subtract_checked,
-            exp.Mul: pc.multiply_checked,
-        }
-        return kernel[type(node)](left, right)
+        checked = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}
+        wrapping = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}
+        return self.overflowing((checked if self.ansi else wrapping)[op], left, right)
+
+    def overflowing(self, kernel: Callable[..., Value], *values: Value) -> Value:
+        """``kernel(*values)``, its overflow raised as Spark's ANSI error."""
+        try:
+            return kernel(*values)
+        except pa.ArrowInvalid as error:
+            if "overflow" not in str(error).lower():
+                raise
+            raise self.ansi_error("ARITHMETIC_OVERFLOW", f"{error}") from error
+
+    def nonzero(
+        self, divisor: Value, dividend: Value, error_class: str = "DIVIDE_BY_ZERO"
+    ) -> Value:
+        """``divisor`` with zeros as NULL (legacy); ANSI: a zero raises where
+        the dividend is not NULL (Spark reads the divisor only then)."""
+        if pa.types.is_null(divisor.type) or pa.types.is_null(dividend.type):
+            return divisor
+        zero = pc.and_(pc.equal(divisor, pa.scalar(0, divisor.type)), pc.is_valid(dividend))
+        if self.ansi:
+            if pc.any(self.array(zero)).as_py():
+                raise self.ansi_error(error_class, "Division by zero")
+            return divisor
+        return pc.if_else(zero, pa.scalar(None, divisor.type), divisor)
 
     def neg(self, node: exp.Neg) -> Value:
-        return pc.negate_checked(self.value(node.this))
+        value = self.value(node.this)
+        return self.overflowing(pc.negate_checked if self.ansi else pc.negate, value)
 
     def cast(self, node: exp.Expression) -> Value:
-        """``CAST`` (ANSI: a value that does not convert raises) or ``TRY_CAST``
+        """``CAST`` (ANSI: a value that does not convert raises; legacy: it is
+        NULL, and integers wrap as :func:`legacy_cast` states) or ``TRY_CAST``
         (such a value is NULL)."""
         target = arrow_type(node.args["to"], self.sql)
         value = self.value(node.this)
-        if not node.args.get("safe"):
-            return cast(value, target)
+        if not node.args.get("safe") and not self.ansi:
+            wrapped = legacy_cast(value, target)
+            if wrapped is not None:
+                return wrapped
+        elif not node.args.get("safe"):
+            try:
+                return cast(value, target)
+            except (pa.ArrowInvalid, InvalidExpressionError) as error:
+                text = str(error)
+                error_class = (
+                    "NUMERIC_VALUE_OUT_OF_RANGE"
+                    if "NUMERIC_VALUE_OUT_OF_RANGE" in text
+                    else "CAST_OVERFLOW"
+                    if "overflow" in text.lower() or "not in range" in text
+                    else "CAST_INVALID_INPUT"
+                )
+                raise self.ansi_error(error_class, text) from error
         try:
             return cast(value, target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, InvalidExpressionError):
@@ -297,18 +392,60 @@ class Evaluator:
     def case(self, node: exp.Case) -> Value:
         subject = self.value(node.this) if node.this is not None else None
         conditions: list[Value] = []
-        results: list[Value] = []
+        branches: list[exp.Expr] = []
         for branch in node.args.get("ifs") or []:
             if subject is not None:
                 left, right = self.coerced(subject, self.value(branch.this))
-                conditions.append(pc.equal(left, right))
+                conditions.append(spark_equal(left, right))
             else:
-                conditions.append(self.boolean(branch.this))
-            results.append(self.value(branch.args["true"]))
-        default = node.args.get("default")
-        return self.choose(
-            conditions, results, self.value(default) if default is not None else None
-        )
+                undecided = self._undecided(conditions)
+                conditions.append(self.lazily(branch.this, undecided, Evaluator.boolean))
+            branches.append(branch.args["true"])
+        return self.choose_nodes(conditions, branches, node.args.get("default"))
+
+    def choose_nodes(
+        self, conditions: list[Value], branches: list[exp.Expr], default: exp.Expr | None
+    ) -> Value:
+        """Each row's first branch whose condition is TRUE, else ``default``;
+        a branch is computed only for the rows that take it when computing it
+        for all rows raises (Spark evaluates CASE lazily: ``CASE WHEN x <> 0
+        THEN 1 / x END`` never divides by zero)."""
+        results: list[Value] = []
+        for index, branch in enumerate(branches):
+            takes = pc.and_(
+                self._undecided(conditions[:index]),
+                pc.fill_null(self.array(conditions[index]), False),
+            )
+            results.append(self.lazily(branch, takes))
+        rest = self._undecided(conditions)
+        last = self.lazily(default, rest) if default is not None else None
+        return self.choose(conditions, results, last)
+
+    def _undecided(self, conditions: list[Value]) -> pa.Array:
+        """Rows where none of ``conditions`` is TRUE."""
+        out = pa.array([True] * self.rows, pa.bool_())
+        for condition in conditions:
+            out = pc.and_(out, pc.invert(pc.fill_null(self.array(condition), False)))
+        return out
+
+    def lazily(
+        self,
+        node: exp.Expr,
+        rows: pa.Array,
+        compute: Callable[[Evaluator, Any], Value] | None = None,
+    ) -> Value:
+        """``node``'s value where ``rows`` is TRUE; where it is not, the value
+        may be NULL: an ANSI error raised by a row outside ``rows`` is ignored."""
+        compute = compute or Evaluator.value
+        try:
+            return compute(self, node)
+        except SparkRuntimeException:
+            if pc.all(rows).as_py() is not False:
+                raise
+        sub = Evaluator(self.sql, self.table.filter(rows), self.now, ansi=self.ansi)
+        part = sub.array(compute(sub, node))
+        positions = pc.subtract(pc.cumulative_sum(rows.cast(pa.int64())), 1)
+        return pc.take(part, pc.if_else(rows, positions, pa.scalar(None, pa.int64())))
 
     def choose(self, conditions: list[Value], results: list[Value], default: Value | None) -> Value:
         values = [*results, *([default] if default is not None else [])]
@@ -341,6 +478,25 @@ class Evaluator:
             return left, right.cast(lt)
         common = common_type([lt, rt])
         return cast(left, common), cast(right, common)
+
+
+_ARITHMETIC_ERRORS = frozenset(
+    {
+        "DIVIDE_BY_ZERO",
+        "REMAINDER_BY_ZERO",
+        "ARITHMETIC_OVERFLOW",
+        "CAST_OVERFLOW",
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+    }
+)
+_OPERATORS: dict[type[exp.Expr], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.IntDiv: "div",
+    exp.Mod: "%",
+}
 
 
 def _field_index(names: Sequence[str], wanted: str) -> int | None:
@@ -425,8 +581,8 @@ HANDLERS: dict[type[exp.Expr], Callable[[Evaluator, Any], Value]] = {
 # The Spark spellings of the syntax above, for the README's list.
 SYNTAX: tuple[str, ...] = (
     "column references (`a`, `` `a b` ``, nested `s.f`)",
-    "literals (numbers, strings, `TRUE`/`FALSE`, `NULL`, `DATE '...'`, `TIMESTAMP '...'`,"
-    " `TIMESTAMP_NTZ '...'`)",
+    "literals (integers; decimals, `1.5` is `DECIMAL(2,1)`; doubles `1e3`, `1.5D`; strings,"
+    " `TRUE`/`FALSE`, `NULL`, `DATE '...'`, `TIMESTAMP '...'`, `TIMESTAMP_NTZ '...'`)",
     "`= == <> != < <= > >= <=>`",
     "`AND OR NOT`",
     "`IS [NOT] NULL`, `IS [NOT] TRUE/FALSE`",

@@ -2,8 +2,9 @@
 
 Invariants:
 - :func:`common_type` picks the type two or more operands are brought to,
-  following a subset of Spark's rules: integers widen, decimals with small
-  integers stay decimal, any other numeric mix is double; a string meets a
+  following a subset of Spark's rules: integers widen, decimals and integers
+  meet as the wider decimal (an integer as the decimal of its width), any
+  other numeric mix is double; a string meets a
   date or timestamp as that temporal type and a number as that number; a
   zoned timestamp wins over a naive one (taken in UTC).
 - :func:`cast` differs from Arrow's cast where Spark's does: strings are
@@ -18,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 import struct
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -48,13 +50,7 @@ def common_type(types: Sequence[pa.DataType]) -> pa.DataType:
         if all(pa.types.is_integer(t) for t in known):
             return max(known, key=lambda t: t.bit_width)
         if all(pa.types.is_integer(t) or pa.types.is_decimal(t) for t in known):
-            decimals = [t for t in known if pa.types.is_decimal(t)]
-            if len(decimals) == 1 and all(
-                not pa.types.is_integer(t) or t.bit_width <= 32 for t in known
-            ):
-                scale = decimals[0].scale
-                precision = max(decimals[0].precision, 10 + scale)
-                return pa.decimal128(min(precision, 38), scale)
+            return _wider_decimal(known)
         return pa.float64()
     timestamps = [t for t in known if pa.types.is_timestamp(t)]
     if timestamps and all(
@@ -72,6 +68,21 @@ def common_type(types: Sequence[pa.DataType]) -> pa.DataType:
     if any(pa.types.is_string(t) for t in known):
         return pa.string()
     return first
+
+
+INTEGER_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+def _wider_decimal(types: Sequence[pa.DataType]) -> pa.DataType:
+    """Spark's wider decimal of decimals and integers (an integer is the decimal
+    of its width: INT is DECIMAL(10,0)), bounded at 38 digits."""
+    scale, integral = 0, 0
+    for t in types:
+        p, s = (
+            (t.precision, t.scale) if pa.types.is_decimal(t) else (INTEGER_DIGITS[t.bit_width], 0)
+        )
+        scale, integral = max(scale, s), max(integral, p - s)
+    return pa.decimal128(min(integral + scale, 38), min(scale, 38))
 
 
 def cast(value: Value, target: pa.DataType) -> Value:
@@ -111,6 +122,57 @@ def cast(value: Value, target: pa.DataType) -> Value:
             options=pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True),
         )
     return value.cast(target)
+
+
+def legacy_cast(value: Value, target: pa.DataType) -> Value | None:
+    """Spark's non-ANSI cast of a number to an integer type, where the JVM's
+    conversions decide: a wider integer or a decimal keeps its low bits (wraps),
+    a double saturates at INT's range (BIGINT's for BIGINT) before it is
+    narrowed by bits, NaN is 0. None for any other cast (then a value that does
+    not convert is NULL)."""
+    source = value.type
+    if pa.types.is_integer(target) and pa.types.is_string(source):
+        bits = target.bit_width
+        texts = [value.as_py()] if isinstance(value, pa.Scalar) else value.to_pylist()
+        out = pa.array([None if t is None else _legacy_integer(t, bits) for t in texts], target)
+        return out[0] if isinstance(value, pa.Scalar) else out
+    if not pa.types.is_integer(target) or not is_numeric(source):
+        return None
+    width = target.bit_width
+    through = 64 if width == 64 else 32
+
+    def narrow(number: int, bits: int) -> int:
+        number &= (1 << bits) - 1
+        return number - (1 << bits) if number >= 1 << (bits - 1) else number
+
+    def one(v: Any) -> int | None:
+        if v is None:
+            return None
+        if isinstance(v, float):
+            if math.isnan(v):
+                return 0
+            low, high = -(2 ** (through - 1)), 2 ** (through - 1) - 1
+            v = low if v <= low else high if v >= high else int(v)
+        return narrow(int(v), width)
+
+    if isinstance(value, pa.Scalar):
+        return pa.scalar(one(value.as_py()), target)
+    return pa.array([one(v) for v in value.to_pylist()], target)
+
+
+_LEGACY_INTEGER = re.compile(r"[+-]?[0-9]+(\.[0-9]*)?|[+-]?\.[0-9]+")
+
+
+def _legacy_integer(text: str, bits: int) -> int | None:
+    """Spark's non-ANSI ``UTF8String.toInt``/``toLong``: surrounding
+    whitespace ignored, a fractional part checked and dropped; NULL for
+    anything else or outside the type."""
+    trimmed = text.strip(" \t\n\r\x0b\x0c")
+    if not _LEGACY_INTEGER.fullmatch(trimmed):
+        return None
+    whole = trimmed.split(".")[0]
+    number = int(whole) if whole.strip("+-") else 0
+    return number if -(2 ** (bits - 1)) <= number < 2 ** (bits - 1) else None
 
 
 def _shortest_float32(value: float) -> str:
@@ -206,14 +268,52 @@ def _spark_cast(value: pa.Array, source: pa.DataType, target: pa.DataType) -> pa
             value,
             pa.scalar(0, source) if not pa.types.is_decimal(source) else pa.scalar(0).cast(source),
         )
+    if pa.types.is_floating(target) and pa.types.is_decimal(source):
+        # Arrow's conversion is not correctly rounded (38.861 became 38.861000000000004)
+        doubles = [None if v is None else float(v) for v in value.to_pylist()]
+        return pa.array(doubles, pa.float64()).cast(target)
+    if pa.types.is_decimal(target) and (is_numeric(source) or pa.types.is_string(source)):
+        return pa.array(
+            [None if v is None else to_decimal(v, target) for v in value.to_pylist()], target
+        )
     if is_numeric(target) and pa.types.is_string(source):
         trimmed = pc.utf8_trim_whitespace(value)
-        if pa.types.is_integer(target) or pa.types.is_decimal(target):
+        if pa.types.is_integer(target):
             return trimmed.cast(target)
         return pa.array(
             [None if v is None else _java_double(v) for v in trimmed.to_pylist()], pa.float64()
         ).cast(target)
     return None
+
+
+_EXACT = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP, Emax=999999, Emin=-999999)
+
+
+def to_decimal(value: Any, target: pa.DataType) -> decimal.Decimal:
+    """A number (or a number's text) as a value of the decimal type ``target``,
+    rounded half-up to its scale (a double by its shortest text, as Spark's
+    ``Decimal(double)``); a value with more integral digits than ``target``
+    holds raises ``NUMERIC_VALUE_OUT_OF_RANGE`` (ANSI; NULL in legacy mode)."""
+    if isinstance(value, str):
+        try:
+            exact = decimal.Decimal(value.strip())
+        except decimal.InvalidOperation:
+            raise pa.ArrowInvalid(f"cannot cast {value!r} to {target}") from None
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise pa.ArrowInvalid(f"cannot cast {value} to {target}")
+        exact = decimal.Decimal(repr(value))
+    else:
+        exact = decimal.Decimal(value)
+    if not exact.is_finite():
+        raise pa.ArrowInvalid(f"cannot cast {value!r} to {target}")
+    rounded = exact.quantize(decimal.Decimal(1).scaleb(-target.scale), context=_EXACT)
+    if abs(rounded) >= decimal.Decimal(10) ** (target.precision - target.scale):
+        raise pa.ArrowInvalid(
+            f"NUMERIC_VALUE_OUT_OF_RANGE: {value} cannot be represented as"
+            f" DECIMAL({target.precision}, {target.scale})"
+        )
+    return rounded
 
 
 def _java_double(text: str) -> float:

@@ -9,8 +9,9 @@ Arrow table whose columns carry *logical* names, with the evaluator of
 computed over Arrow).
 
 Evaluated: column references (nested struct fields as ``a.b``; exact name
-first, then case-insensitively, as Spark resolves them), literals (integers,
-decimals and exponents as doubles, strings, booleans, NULL, ``DATE '...'``,
+first, then case-insensitively, as Spark resolves them), literals (integers;
+``1.5`` as ``DECIMAL(2,1)``; exponents and ``D`` suffixes as doubles;
+strings, booleans, NULL, ``DATE '...'``,
 ``TIMESTAMP '...'``, ``TIMESTAMP_NTZ '...'``), ``= == <> != < <= > >= <=>``,
 ``AND OR NOT`` (three-valued), ``IS [NOT] NULL``, ``IS [NOT] TRUE/FALSE``,
 ``[NOT] IN``, ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE`` (``\\`` escapes),
@@ -55,6 +56,9 @@ from raydelta.protocol.expression_evaluation import (
     unsupported,
 )
 from raydelta.protocol.functions import FUNCTIONS
+
+ANSI_DEFAULT = True
+"""``spark.sql.ansi.enabled``'s default in the pinned Spark (4.x: true)."""
 
 
 @dataclass(frozen=True)
@@ -113,10 +117,16 @@ def evaluate(
     table: pa.Table,
     *,
     now: dt.datetime | None = None,
+    ansi: bool = ANSI_DEFAULT,
 ) -> pa.Array:
-    """The value of ``expression`` for every row of ``table`` (logical names)."""
+    """The value of ``expression`` for every row of ``table`` (logical names).
+
+    ``ansi`` is Spark's ``spark.sql.ansi.enabled`` (default: the pinned Spark
+    4's, true): a zero divisor, an overflow or a failed ``CAST`` raises a
+    :class:`~raydelta.protocol.errors.SparkRuntimeException` subclass; with
+    False those are NULL (integer overflow wraps), as Spark's legacy mode."""
     parsed = parse_expression(expression) if isinstance(expression, str) else expression
-    evaluator = Evaluator(parsed.sql, table, now)
+    evaluator = Evaluator(parsed.sql, table, now, ansi=ansi)
     try:
         result = evaluator.value(parsed.node)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:

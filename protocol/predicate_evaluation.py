@@ -16,12 +16,14 @@ Invariants:
 - :func:`matches` never answers False for a file the transaction could have
   read (it may answer True for one it did not): a column that is not a
   partition column may make a comparison true, false or NULL.
+- Numbers compare in Spark's order: NaN = NaN, NaN above every number.
 - Column names resolve exactly first, then case-insensitively (Spark's
   default resolution).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -140,7 +142,14 @@ def _literal(value: Any, dtype: DataType) -> Any:
     raise TypeError(f"cannot compare {value!r} with a {name} column")
 
 
+def _nan_last(value: Any) -> Any:
+    """A number keyed in Spark's order, where NaN is above every number."""
+    return (1, 0.0) if isinstance(value, float) and math.isnan(value) else (0, value)
+
+
 def _compare(left: Any, op: str, right: Any) -> bool:
+    if any(isinstance(v, float) and math.isnan(v) for v in (left, right)):
+        left, right = _nan_last(left), _nan_last(right)  # Spark: NaN = NaN, NaN above all
     if op == "=":
         return bool(left == right)
     if op == "!=":

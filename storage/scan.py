@@ -69,6 +69,8 @@ def to_arrow_expression(predicate: Predicate, schema: StructType) -> pc.Expressi
         return pc.scalar(True)
     if isinstance(predicate, Comparison):
         column, literal = pc.field(predicate.column), _literal(predicate, schema)
+        if pa.types.is_floating(literal.type):
+            return _floating_comparison(column, predicate.op, literal)
         return {
             "=": column == literal,
             "!=": column != literal,
@@ -92,6 +94,21 @@ def to_arrow_expression(predicate: Predicate, schema: StructType) -> pc.Expressi
             combined = combined & part if isinstance(predicate, And) else combined | part
         return combined
     raise InvalidArgumentError(f"unsupported predicate {predicate!r}")
+
+
+def _floating_comparison(column: pc.Expression, op: str, literal: pa.Scalar) -> pc.Expression:
+    """``column <op> literal`` on a float or double column in Spark's order,
+    where NaN is above every number (Arrow's is IEEE's: NaN > 1 is false).
+    A predicate's literal is finite (the model refuses NaN and infinities)."""
+    comparison = {
+        "=": column == literal,
+        "!=": column != literal,
+        "<": column < literal,
+        "<=": column <= literal,
+        ">": column > literal,
+        ">=": column >= literal,
+    }[op]
+    return comparison | pc.is_nan(column) if op in (">", ">=") else comparison
 
 
 def _field(column: str, schema: StructType) -> StructField:

@@ -8,9 +8,10 @@ Invariants (Spark's, ANSI):
 - ``array(...)`` elements and ``map(...)`` keys and values are brought to
   their common type; a NULL map key or a duplicate key raises.
 - ``element_at(array, i)`` is 1-based (negative from the end) and ``a[i]``
-  0-based; an index out of range raises (ANSI), ``element_at(a, 0)`` raises;
+  0-based; an index out of range raises (ANSI; NULL in legacy mode),
+  ``element_at(a, 0)`` raises;
   a key a map lacks is NULL.
-- ``size`` of NULL is NULL (ANSI); ``array_contains`` is NULL when the value
+- ``size`` of NULL is NULL (ANSI; -1 in legacy mode); ``array_contains`` is NULL when the value
   is NULL, or when it is absent and the array holds a NULL.
 """
 
@@ -102,8 +103,11 @@ def _index(ev: Evaluator, items: list[Any], index: int, one_based: bool) -> Any:
     else:
         position = index
     if not 0 <= position < len(items):
-        raise InvalidExpressionError(
-            f"index {index} is out of bounds for an array of {len(items)} in {ev.sql!r}", ev.sql
+        if not ev.ansi:
+            return None  # legacy mode
+        error_class = "INVALID_ARRAY_INDEX_IN_ELEMENT_AT" if one_based else "INVALID_ARRAY_INDEX"
+        raise ev.ansi_error(
+            error_class, f"index {index} is out of bounds for an array of {len(items)}"
         )
     return items[position]
 
@@ -135,13 +139,15 @@ def size(ev: Evaluator, node: exp.Expr) -> Value:
     target = arguments(node)[0] if isinstance(node, exp.Anonymous) else node.this
     value = ev.array(ev.value(target))
     if pa.types.is_map(value.type) or pa.types.is_list(value.type):
-        return pc.list_value_length(value).cast(pa.int32())
+        sizes = pc.list_value_length(value).cast(pa.int32())
+        # legacy mode: Spark's spark.sql.legacy.sizeOfNull (default true) applies
+        return sizes if ev.ansi else pc.fill_null(sizes, pa.scalar(-1, pa.int32()))
     raise ev.fail(f"size needs an array or a map, got {value.type}")
 
 
 def _contains(items: list[Any], wanted: Any) -> bool | None:
-    if wanted in items:
-        return True
+    if wanted in items or (wanted != wanted and any(i is not None and i != i for i in items)):
+        return True  # NaN equals NaN in Spark (x != x only for NaN)
     return None if any(i is None for i in items) else False
 
 

@@ -8,6 +8,8 @@ Invariants (Spark's):
 - A NULL condition takes the other branch; ``greatest``/``least`` skip NULLs
   and are NULL only when every argument is; ``isnull``/``isnotnull`` are never
   NULL; ``nanvl`` replaces NaN only.
+- ``nullif`` and ``greatest``/``least`` compare as Spark orders: NaN equals
+  NaN and is above every other number (:mod:`raydelta.protocol.expression_compare`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from raydelta.protocol.expression_compare import spark_equal, spark_extreme
 from raydelta.protocol.expression_types import Value, cast, common_type
 from raydelta.protocol.functions.registry import Registry
 from raydelta.protocol.functions.values import arguments
@@ -31,12 +34,7 @@ REGISTRY = Registry("conditionals")
 @REGISTRY.function("if", nodes=(exp.If,))
 def if_(ev: Evaluator, node: exp.If) -> Value:
     """``if(cond, a, b)``: ``a`` where ``cond`` is true, else ``b``."""
-    false = node.args.get("false")
-    return ev.choose(
-        [ev.boolean(node.this)],
-        [ev.value(node.args["true"])],
-        ev.value(false) if false is not None else None,
-    )
+    return ev.choose_nodes([ev.boolean(node.this)], [node.args["true"]], node.args.get("false"))
 
 
 def _common(ev: Evaluator, values: list[Value]) -> list[Value]:
@@ -47,7 +45,11 @@ def _common(ev: Evaluator, values: list[Value]) -> list[Value]:
 @REGISTRY.function("coalesce", "nvl", "ifnull", nodes=(exp.Coalesce,))
 def coalesce(ev: Evaluator, node: exp.Coalesce) -> Value:
     """The first argument that is not NULL."""
-    values = [ev.value(node.this), *(ev.value(e) for e in node.expressions)]
+    values = [ev.value(node.this)]
+    for argument in node.expressions:
+        # lazy as Spark's: an argument is needed only where all before it are NULL
+        pending = pc.is_null(ev.array(pc.coalesce(*_common(ev, values))))
+        values.append(ev.lazily(argument, pending))
     return pc.coalesce(*_common(ev, values))
 
 
@@ -55,10 +57,7 @@ def coalesce(ev: Evaluator, node: exp.Coalesce) -> Value:
 def nvl2(ev: Evaluator, node: exp.Nvl2) -> Value:
     """``nvl2(x, a, b)``: ``a`` where ``x`` is not NULL, else ``b``."""
     test = pc.is_valid(ev.array(ev.value(node.this)))
-    false = node.args.get("false")
-    return ev.choose(
-        [test], [ev.value(node.args["true"])], ev.value(false) if false is not None else None
-    )
+    return ev.choose_nodes([test], [node.args["true"]], node.args.get("false"))
 
 
 @REGISTRY.function("nullif", nodes=(exp.Nullif,))
@@ -66,7 +65,7 @@ def nullif(ev: Evaluator, node: exp.Nullif) -> Value:
     """``nullif(a, b)``: NULL where ``a = b``, else ``a``."""
     value = ev.value(node.this)
     left, right = ev.coerced(value, ev.value(node.expression))
-    equal = pc.fill_null(ev.array(pc.equal(left, right)), False)
+    equal = pc.fill_null(ev.array(spark_equal(left, right)), False)
     array = ev.array(value)
     return pc.if_else(equal, pa.scalar(None, array.type), array)
 
@@ -75,7 +74,7 @@ def _extreme(ev: Evaluator, node: exp.Expr, kernel: str) -> Value:
     values = _common(ev, [ev.value(node.this), *(ev.value(e) for e in node.expressions)])
     if pa.types.is_null(values[0].type):
         return values[0]
-    return getattr(pc, kernel)(*values, skip_nulls=True)
+    return spark_extreme(values, greatest=kernel == "max_element_wise")
 
 
 @REGISTRY.function("greatest", nodes=(exp.Greatest,))

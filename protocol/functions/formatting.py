@@ -97,7 +97,12 @@ def _fixed(
 ) -> str:
     """Java's ``%f``: the value's shortest decimal digits rounded half up."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return java_double_text(value)
+        # Java: NaN/Infinity unpadded by zeros, justified with spaces; + or ' ' signs Infinity
+        text = java_double_text(value)
+        if value == float("inf") and ("+" in flags or " " in flags):
+            text = ("+" if "+" in flags else " ") + text
+        size = int(width) if width else 0
+        return text.ljust(size) if "-" in flags else text.rjust(size)
     exact = decimal.Decimal(repr(value)) if isinstance(value, float) else value
     places = int(precision[1:]) if precision else 6
     with decimal.localcontext() as context:

@@ -48,8 +48,8 @@ def _number(ev: Evaluator, node: exp.Expr) -> Value:
 
 @REGISTRY.function("abs", nodes=(exp.Abs,))
 def abs_(ev: Evaluator, node: exp.Abs) -> Value:
-    """The absolute value (ANSI: the smallest integer overflows)."""
-    return pc.abs_checked(_number(ev, node.this))
+    """The absolute value (ANSI: the smallest integer overflows; legacy: it wraps)."""
+    return ev.overflowing(pc.abs_checked if ev.ansi else pc.abs, _number(ev, node.this))
 
 
 def _decimal_text(value: float, is_float32: bool) -> str:

@@ -144,7 +144,7 @@ def _trunc_mod(left: Value, right: Value) -> Value:
 @REGISTRY.function("negative", nodes=(exp.Negative,))
 def negative(ev: Evaluator, node: exp.Negative) -> Value:
     """``negative(a)``: ``-a``."""
-    return pc.negate_checked(ev.value(node.this))
+    return ev.value(exp.Neg(this=node.this.copy()))
 
 
 @REGISTRY.function("positive", anonymous=("positive",), arity=(1, 1))

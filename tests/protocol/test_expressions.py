@@ -13,7 +13,11 @@ import sqlglot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raydelta.protocol.errors import InvalidExpressionError, UnsupportedExpressionError
+from raydelta.protocol.errors import (
+    InvalidExpressionError,
+    SparkArithmeticException,
+    UnsupportedExpressionError,
+)
 from raydelta.protocol.expressions import evaluate, parse_expression, referenced_columns
 
 UTC = dt.UTC
@@ -60,7 +64,6 @@ CASES: list[tuple[str, list[Any]]] = [
     ("x % 3", [1, 2, None, -1]),
     ("x DIV 2", [0, 2, None, -3]),
     ("x / 2", [0.5, 2.5, None, -3.5]),
-    ("x / 0", [None, None, None, None]),
     ("-x + 1", [0, -4, None, 8]),
     ("abs(x)", [1, 5, None, 7]),
     ("x <=> NULL", [False, False, True, False]),
@@ -106,6 +109,20 @@ def test_spark_semantics(table: pa.Table, sql: str, expected: list[Any]) -> None
     result = evaluate(sql, table)
     assert isinstance(result, pa.Array)
     assert result.to_pylist() == expected
+
+
+def test_division_by_zero_raises_under_ansi_and_is_null_in_legacy_mode(table: pa.Table) -> None:
+    """``x / 0`` was a case of the table above when raydelta had only legacy
+    mode's NULL; Spark 4's default (ANSI) raises DIVIDE_BY_ZERO for a row whose
+    dividend is not NULL. Both modes, one assertion each."""
+    assert evaluate("x / 0", table, ansi=False).to_pylist() == [None, None, None, None]
+    with pytest.raises(SparkArithmeticException) as info:
+        evaluate("x / 0", table)
+    assert info.value.error_class == "DIVIDE_BY_ZERO"
+    again = pickle.loads(pickle.dumps(info.value))
+    assert again.error_class == "DIVIDE_BY_ZERO" and str(again) == str(info.value)
+    # CASE is lazy: a branch no row takes never divides (Spark's too)
+    assert evaluate("CASE WHEN x > 100 THEN x / 0 ELSE 0 END", table).to_pylist() == [0.0] * 4
 
 
 def test_columns_and_clock(table: pa.Table) -> None:

@@ -11,7 +11,9 @@ last bit); everything else is compared exactly, types included.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from raydelta.protocol.errors import InvalidExpressionError
-from raydelta.protocol.expressions import evaluate
+from raydelta.protocol.errors import InvalidExpressionError, SparkRuntimeException
+from raydelta.protocol.expressions import ANSI_DEFAULT, evaluate
 
 pytestmark = pytest.mark.spark
 
@@ -99,6 +101,7 @@ CATALOG: list[str] = [
     "concat_ws(',', s, s)",
     "format_string('%d|%s', i, s)",
     "format_string('%5.2f', f)",
+    "format_string('%-6.1f|%+4.0f', f, f)",
     "printf('%x', i)",
     "reverse(s)",
     "repeat(s, 2)",
@@ -240,6 +243,7 @@ doubles = st.one_of(
     st.none(),
     st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15),
     st.sampled_from([0.0, -0.0, 2.5, -2.5, 0.125, 2.675, 1e300, -1e-300, 1.005]),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
 )
 dates = st.one_of(
     st.none(),
@@ -346,17 +350,29 @@ def _spark_columns(spark: Any, data: pa.Table, exprs: list[str]) -> dict[str, An
     }
 
 
-def _check(spark: Any, data: pa.Table, exprs: list[str]) -> None:
+def _error_class(error: Exception) -> str | None:
+    """The ``[ERROR_CLASS]`` a Spark error message starts its reason with."""
+    found = re.search(r"\[([A-Z_]+)(\.[A-Z_]+)?\]", str(error))
+    return found.group(1) if found else None
+
+
+def _check(spark: Any, data: pa.Table, exprs: list[str], *, ansi: bool = ANSI_DEFAULT) -> None:
     theirs = _spark_columns(spark, data, exprs)
     failures: list[str] = []
     for sql in exprs:
         expected = theirs[sql]
         try:
-            ours = evaluate(sql, data, now=NOW)
+            ours = evaluate(sql, data, now=NOW, ansi=ansi)
         except InvalidExpressionError as error:
             if not isinstance(expected, Exception):
                 failures.append(
                     f"{sql}: raydelta raised {error}; Spark gave {expected.to_pylist()}"
+                )
+            elif isinstance(error, SparkRuntimeException) and (
+                error.error_class != _error_class(expected)
+            ):
+                failures.append(
+                    f"{sql}: raydelta raised {error.error_class}; Spark {str(expected)[:200]}"
                 )
             continue
         if isinstance(expected, Exception):
@@ -384,3 +400,260 @@ def _check(spark: Any, data: pa.Table, exprs: list[str]) -> None:
 @given(values=rows)
 def test_catalog_agrees_with_spark(utc_spark: Any, values: list[tuple[Any, ...]]) -> None:
     _check(utc_spark, _table(values), CATALOG)
+
+
+# Legacy mode (spark.sql.ansi.enabled=false) over the same catalog.
+@settings(
+    max_examples=6,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(values=rows)
+def test_catalog_agrees_with_spark_in_legacy_mode(
+    utc_spark: Any, values: list[tuple[Any, ...]]
+) -> None:
+    before = utc_spark.conf.get("spark.sql.ansi.enabled")
+    utc_spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        _check(utc_spark, _table(values), CATALOG, ansi=False)
+    finally:
+        utc_spark.conf.set("spark.sql.ansi.enabled", before)
+
+
+# --- NaN, decimals and the ANSI switch -----------------------------------------------
+
+# Spark orders NaN above every number (+Infinity included) and NaN = NaN.
+NAN_CATALOG: list[str] = [
+    "f = g",
+    "f <=> g",
+    "f <> g",
+    "f < g",
+    "f <= g",
+    "f > g",
+    "f >= g",
+    "f IN (g, 1.0D)",
+    "f IN (CAST('NaN' AS DOUBLE))",
+    "f NOT IN (CAST('NaN' AS DOUBLE), 0.0D)",
+    "f BETWEEN g AND CAST('Infinity' AS DOUBLE)",
+    "f > CAST('Infinity' AS DOUBLE)",
+    "f = CAST('NaN' AS DOUBLE)",
+    "greatest(f, g)",
+    "least(f, g)",
+    "greatest(f, g, NULL)",
+    "least(f, CAST('NaN' AS DOUBLE))",
+    "nullif(f, g)",
+    "CASE f WHEN g THEN 'same' ELSE 'other' END",
+    "array_contains(array(f, 1.0D), g)",
+    "CAST(f AS FLOAT) < CAST(g AS FLOAT)",
+    "CAST(f AS FLOAT) = CAST(g AS FLOAT)",
+    "f > i",
+    "f = 1.5",
+    "f < 1.5",
+]
+specials = st.one_of(
+    st.none(),
+    st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.5, -1e308, 3.0]),
+)
+nan_rows = st.lists(
+    st.tuples(specials, specials, st.one_of(st.none(), st.integers(-3, 3))), min_size=1, max_size=8
+)
+
+# Decimal literals are DECIMAL(p,s); + - * / % follow DecimalPrecision (allowPrecisionLoss).
+DECIMAL_CATALOG: list[str] = [
+    "1.5",
+    "0.05",
+    "100.",
+    "99999999999999999999",
+    "1.5 + 2.25",
+    "1.5 * 2",
+    "1.5 / 3",
+    "1 / 3.0",
+    "10.5 % 3",
+    "7.5 div 2",
+    "-1.25",
+    "i * 1.5",
+    "i / 2.5",
+    "i + 0.1",
+    "l - 0.5",
+    "dc * dc",
+    "dc / 7",
+    "dc / 0.3",
+    "dc + i",
+    "dc - l",
+    "dc % 4",
+    "dc * 1.1",
+    "f * 1.1",
+    "f + dc",
+    "dc > 1.5",
+    "dc = i",
+    "dc < f",
+    "i = 1.0",
+    "i > 1.5",
+    "dc IN (1.5, 2)",
+    "dc * 12345678901234567890.123",
+    "dc / 0.000000000000000000001",
+    "coalesce(dc, 0)",
+    "if(i > 0, 1.5, 0)",
+    "-dc",
+    "abs(dc)",
+    "CAST(i AS DECIMAL(12, 1))",
+    "CAST(f AS DECIMAL(20, 2))",
+    "CAST(dc AS DECIMAL(12, 1))",
+    "CAST(dc AS STRING)",
+    "1.5D",
+    "1.5BD",
+]
+decimal_values = st.one_of(
+    st.none(),
+    st.decimals(min_value=-9999999, max_value=9999999, places=3, allow_nan=False),
+    st.sampled_from(
+        [decimal.Decimal("0.000"), decimal.Decimal("1.500"), decimal.Decimal("-0.005")]
+    ),
+)
+decimal_rows = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1), st.integers(-100, 100)),
+        st.one_of(st.none(), st.integers(-(2**62), 2**62), st.integers(-1000, 1000)),
+        st.one_of(st.none(), st.floats(min_value=-1e12, max_value=1e12), st.just(2.675)),
+        decimal_values,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+# ANSI (raise, with Spark's error class) and legacy mode (NULL or wrap), each row
+# set under both settings of spark.sql.ansi.enabled.
+ANSI_CATALOG: list[str] = [
+    "i + 2147483647",
+    "i * i",
+    "l * l",
+    "l + 9223372036854775807",
+    "-i",
+    "negative(i)",
+    "abs(i)",
+    "i - 1",
+    "10 / i",
+    "f / i",
+    "i div j",
+    "i % j",
+    "pmod(i, j)",
+    "10.5 / dc",
+    "dc % dc",
+    "dc * 1e30BD",
+    "CAST(s AS INT)",
+    "CAST(s AS BIGINT)",
+    "CAST(s AS DOUBLE)",
+    "CAST(s AS DECIMAL(5, 2))",
+    "CAST(s AS BOOLEAN)",
+    "CAST(s AS DATE)",
+    "CAST(l AS INT)",
+    "CAST(i AS SMALLINT)",
+    "CAST(i AS TINYINT)",
+    "CAST(f AS INT)",
+    "CAST(f AS BIGINT)",
+    "CAST(f AS SMALLINT)",
+    "CAST(dc AS DECIMAL(3, 1))",
+    "CAST(dc AS INT)",
+    "CASE WHEN j <> 0 THEN i div j ELSE -1 END",
+    "if(j = 0, NULL, i / j)",
+    "if(j <> 0, i % j, 0)",
+    "j <> 0 AND i div j > 1",
+    "j = 0 OR 10 / j > 1",
+    "coalesce(CAST(j AS DOUBLE), 10 / j)",
+    "TRY_CAST(s AS INT)",
+    "element_at(array(i, j), 3)",
+    "array(i, j)[2]",
+]
+ansi_rows = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.sampled_from([0, 1, -1, 7, 2**31 - 1, -(2**31), 40000, 200])),
+        st.one_of(st.none(), st.sampled_from([0, 0, 2, -3])),
+        st.one_of(st.none(), st.sampled_from([0, 5, 2**40, -(2**62), 2**63 - 1])),
+        st.one_of(st.none(), st.sampled_from([0.0, -2.5, 1e10, -1e19, 3e9, math.nan, math.inf])),
+        st.one_of(
+            st.none(),
+            st.sampled_from(["12", " 7 ", "x", "", "1e3", "2024-02-29", "true", "99.995", "-0"]),
+        ),
+        st.one_of(st.none(), st.sampled_from(["0.000", "1.250", "-99.999", "9999999.999"])),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@pytest.fixture(scope="module")
+def ansi_spark(utc_spark: Any) -> Iterator[Any]:
+    """The session; each test sets spark.sql.ansi.enabled and this puts it back."""
+    before = utc_spark.conf.get("spark.sql.ansi.enabled")
+    yield utc_spark
+    utc_spark.conf.set("spark.sql.ansi.enabled", before)
+
+
+def test_ansi_default_is_the_pinned_sparks(ansi_spark: Any) -> None:
+    """raydelta's default mode is what the pinned Spark's session defaults to."""
+    ansi_spark.conf.unset("spark.sql.ansi.enabled")
+    assert ansi_spark.conf.get("spark.sql.ansi.enabled") == str(ANSI_DEFAULT).lower()
+
+
+_EXAMPLES = settings(
+    max_examples=10,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@_EXAMPLES
+@given(values=nan_rows)
+def test_nan_semantics_agree_with_spark(ansi_spark: Any, values: list[tuple[Any, ...]]) -> None:
+    columns = list(zip(*values, strict=True))
+    data = pa.table(
+        {
+            "f": pa.array(columns[0], pa.float64()),
+            "g": pa.array(columns[1], pa.float64()),
+            "i": pa.array(columns[2], pa.int32()),
+        }
+    )
+    ansi_spark.conf.unset("spark.sql.ansi.enabled")
+    _check(ansi_spark, data, NAN_CATALOG)
+
+
+@_EXAMPLES
+@given(values=decimal_rows)
+def test_decimal_semantics_agree_with_spark(ansi_spark: Any, values: list[tuple[Any, ...]]) -> None:
+    columns = list(zip(*values, strict=True))
+    data = pa.table(
+        {
+            "i": pa.array(columns[0], pa.int32()),
+            "l": pa.array(columns[1], pa.int64()),
+            "f": pa.array(columns[2], pa.float64()),
+            "dc": pa.array(columns[3], pa.decimal128(10, 3)),
+        }
+    )
+    ansi_spark.conf.unset("spark.sql.ansi.enabled")
+    _check(ansi_spark, data, DECIMAL_CATALOG)
+
+
+@pytest.mark.parametrize("ansi", [True, False])
+@_EXAMPLES
+@given(values=ansi_rows)
+def test_ansi_and_legacy_modes_agree_with_spark(
+    ansi_spark: Any, ansi: bool, values: list[tuple[Any, ...]]
+) -> None:
+    columns = list(zip(*values, strict=True))
+    data = pa.table(
+        {
+            "i": pa.array(columns[0], pa.int32()),
+            "j": pa.array(columns[1], pa.int32()),
+            "l": pa.array(columns[2], pa.int64()),
+            "f": pa.array(columns[3], pa.float64()),
+            "s": pa.array(columns[4], pa.string()),
+            "dc": pa.array(
+                [None if v is None else decimal.Decimal(v) for v in columns[5]],
+                pa.decimal128(10, 3),
+            ),
+        }
+    )
+    ansi_spark.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
+    _check(ansi_spark, data, ANSI_CATALOG, ansi=ansi)

@@ -11,6 +11,7 @@ matching row must be among the files :func:`select_files` keeps.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 import raydelta
 from raydelta.protocol.expressions import evaluate
+from raydelta.protocol.predicates import Comparison
 from raydelta.storage.scan import scan, select_files
 from tests.actor_teardown import kill_actors_under
 
@@ -140,6 +142,13 @@ SIDES = {
         ),
         INTS,
     ),
+    # Spark's NaN order: NaN = NaN and NaN above +Infinity; decimal literals
+    "float": (
+        st.sampled_from(["x", "x + 1", "round(x)", "cast(x AS float)", "greatest(x, 0.0D)"]),
+        st.sampled_from(
+            ["CAST('NaN' AS DOUBLE)", "CAST('Infinity' AS DOUBLE)", "1e308", "1.5", "-0.5", "2"]
+        ),
+    ),
     "date": (
         st.sampled_from(
             [
@@ -236,3 +245,63 @@ def test_pruning_drops_files(tables: list[Any], which: int, condition: str) -> N
     kept, matching = _kept_and_matching(tables[which], condition)
     assert matching <= kept
     assert len(kept) < snapshot.files.num_rows, condition
+
+
+NAN = float("nan")
+NAN_CONDITIONS = [
+    "px = CAST('NaN' AS DOUBLE)",
+    "px >= CAST('NaN' AS DOUBLE)",
+    "px > 1e308",
+    "px IN (CAST('NaN' AS DOUBLE), 7.5)",
+    "px <=> CAST('NaN' AS DOUBLE)",
+    "y = CAST('NaN' AS DOUBLE)",
+    "y <= CAST('NaN' AS DOUBLE)",
+    "y < CAST('NaN' AS DOUBLE)",
+    "y > 100",
+    "y >= CAST('Infinity' AS DOUBLE)",
+    "y <> 2.0",
+    "y IN (CAST('NaN' AS DOUBLE))",
+    "y BETWEEN 3 AND CAST('NaN' AS DOUBLE)",
+    "greatest(y, 0.0D) > 5",
+    "y * 1.5 > 100",
+]
+
+
+@pytest.fixture(scope="module")
+def nan_table(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Files whose NaN rows are in no statistic, partitioned by a double with NaN."""
+    root = tmp_path_factory.mktemp("nan-pruning")
+    schema = pa.schema([("px", pa.float64()), ("y", pa.float64())])
+    table = raydelta.create_table(str(root / "t"), schema, partition_by=["px"])
+    for px, ys in ((NAN, [2.0, 2.0]), (1.0, [2.0, NAN]), (math.inf, [NAN]), (7.5, [-1.0, 4.0])):
+        table.append(pa.table({"px": [px] * len(ys), "y": ys}, schema=schema))
+    yield table
+    kill_actors_under(root)
+
+
+@pytest.mark.parametrize("condition", NAN_CONDITIONS)
+def test_nan_rows_and_partitions_are_never_pruned_away(nan_table: Any, condition: str) -> None:
+    kept, matching = _kept_and_matching(nan_table, condition)
+    assert matching <= kept, condition
+
+
+@pytest.mark.parametrize(
+    ("column", "op"), [(c, op) for c in ("px", "y") for op in ("=", "!=", "<", "<=", ">", ">=")]
+)
+@pytest.mark.parametrize("value", [2.0, 1e308, -1.0, 0])
+def test_predicate_filters_order_nan_as_the_sql_evaluator(
+    nan_table: Any, column: str, op: str, value: float
+) -> None:
+    """A Predicate object (pruning and its Arrow row filter) selects the rows
+    the SQL evaluator selects for the same comparison (a predicate's literal
+    is finite: the model refuses NaN and infinities)."""
+    literal = repr(value) + ("D" if isinstance(value, float) else "")
+    sql = f"{column} {op} {literal}"
+    everything = nan_table.to_arrow()
+    expected = everything.filter(evaluate(sql, everything))
+    predicate = Comparison(column=column, op=op, value=value)
+    got = nan_table.to_arrow(filter=predicate)
+    key = ["px", "y"]
+    assert sorted(map(repr, got.select(key).to_pylist())) == sorted(
+        map(repr, expected.select(key).to_pylist())
+    ), sql
