@@ -11,7 +11,8 @@ Checked: a pipeline (INSERT, ``df.writeTo().append()``, UPDATE, DELETE,
 MERGE, time travel, DESCRIBE HISTORY) gives the same results as on a plain
 path-based table; raydelta reads what Spark wrote; a principal allowed to
 write but not alter can INSERT but not ``ALTER TABLE SET TBLPROPERTIES``
-(the table unchanged).
+(the table unchanged); delta-spark itself refuses client-side maintenance
+of the managed table (OPTIMIZE by name, VACUUM by path), the log untouched.
 """
 
 from __future__ import annotations
@@ -126,3 +127,42 @@ def test_write_without_alter(
         assert all("owner.note" not in json.dumps(a) for a in metadata)
     finally:
         attach_spark_sql(spark, uri=uc_server.url, token=uc_server.admin_token)
+
+
+def test_client_side_maintenance_is_blocked(
+    spark: Any, uc_server: UCServerFixture, managed: tuple[str, dict[str, Any]]
+) -> None:
+    """delta-spark 4.4.0 refuses, before any request to the server, OPTIMIZE of a
+    catalog-managed table by name and VACUUM / OPTIMIZE of it by path: for a
+    managed table only the catalog maintains it. Nothing in the table changes.
+
+    Not asserted: VACUUM *by name* under this session's wiring fails on
+    delta-spark's internal assertion that a catalog-owned table is a MANAGED
+    one in the session catalog (``register_managed_table`` can only register
+    it as EXTERNAL without Unity Catalog's connector), which says nothing of
+    what delta-spark does for a user with the connector."""
+    name, info = managed
+    spark.sql(f"INSERT INTO {name} VALUES (1), (2)")
+    spark.sql(f"INSERT INTO {name} VALUES (3)")
+    full = f"{info['catalog_name']}.{info['schema_name']}.{info['name']}"
+    assert ray.get(uc_server.catalog.actor.wait_published.remote(full, 2, 60.0))
+    ours = uc_server.catalog.open_table(full)
+    assert ours.version() == 2  # created at 0, one commit per INSERT
+    root = local_path(info["storage_location"])
+    data_files = sorted(p.name for p in root.glob("*.parquet"))
+    with pytest.raises(
+        Exception, match=r"DELTA_UNSUPPORTED_CATALOG_MANAGED_TABLE_OPERATION.*OPTIMIZE is blocked"
+    ):
+        spark.sql(f"OPTIMIZE {name}")
+    with pytest.raises(Exception, match=r"DELTA_UNSUPPORTED_CATALOG_MANAGED_TABLE_OPERATION"):
+        spark.sql(f"OPTIMIZE {name} ZORDER BY (id)")
+    for command in ("VACUUM", "OPTIMIZE"):
+        with pytest.raises(
+            Exception, match=r"DELTA_PATH_BASED_ACCESS_TO_CATALOG_MANAGED_TABLE_BLOCKED"
+        ):
+            spark.sql(f"{command} delta.`{info['storage_location']}`")
+    # no maintenance commit was made and no data file rewritten or deleted
+    assert uc_server.catalog.open_table(full).version() == 2
+    assert sorted(p.name for p in root.glob("*.parquet")) == data_files
+    assert not {h.operation for h in ours.history()} & {"OPTIMIZE", "VACUUM START", "VACUUM END"}
+    assert [r.id for r in spark.sql(f"SELECT id FROM {name} ORDER BY id").collect()] == [1, 2, 3]
