@@ -127,6 +127,7 @@ class CatalogActor:
         if not self._auth.enabled and recorded is None:
             self._auth.save()  # records "authorization": false (raydelta catalog serve reads it)
         self._compactor = compactor
+        self._maintenance_token = self._maintenance_principal()
         self._maintenance = MaintenanceHook(
             enabled=settings.maintenance.enabled,
             describe=lambda table_id: self._managed.describe(table_id),
@@ -312,21 +313,24 @@ class CatalogActor:
                 return published, latest
             time.sleep(0.002)
 
+    def _maintenance_principal(self) -> str | None:
+        """With authorization and maintenance on, a fresh token for
+        :data:`MAINTENANCE_PRINCIPAL` (READ and WRITE on every table: OPTIMIZE and
+        VACUUM change no metadata), issued when the catalog starts or turns
+        authorization on, so it is listed and granted like any principal."""
+        if not (self._auth.enabled and self._settings.maintenance.enabled):
+            return None
+        token = self._auth.issue_token(MAINTENANCE_PRINCIPAL)
+        self._auth.grant(MAINTENANCE_PRINCIPAL, ALL_TABLES, [Privilege.READ, Privilege.WRITE])
+        return token
+
     def _start_maintenance(self) -> Any:
         """The maintenance actor, owned by this process; with authorization on it
-        commits as :data:`MAINTENANCE_PRINCIPAL` (a fresh token, READ and WRITE on
-        every table: OPTIMIZE and VACUUM change no metadata)."""
-        token = None
-        if self._auth.enabled:
-            with self._lock:
-                token = self._auth.issue_token(MAINTENANCE_PRINCIPAL)
-                self._auth.grant(
-                    MAINTENANCE_PRINCIPAL, ALL_TABLES, [Privilege.READ, Privilege.WRITE]
-                )
+        commits as :data:`MAINTENANCE_PRINCIPAL`."""
         me = ray.get_runtime_context().current_actor
         return MaintenanceActor.remote(  # type: ignore[attr-defined]  # a Ray actor class
             me,
-            token,
+            self._maintenance_token,
             self._settings.maintenance,
             self._settings.storage_options,
             self._compactor,
@@ -362,7 +366,12 @@ class CatalogActor:
         """Turn authorization on (it stays on: recorded in the registry) and
         return the bootstrap token; None when it was on already."""
         with self._lock:
-            return self._auth.enable()
+            bootstrap = self._auth.enable()
+            if bootstrap is not None:
+                self._maintenance_token = self._maintenance_principal()
+        if bootstrap is not None:
+            self._maintenance.restart()  # it ran without a token: commits need one now
+        return bootstrap
 
     def create_principal(self, principal: str, token: str | None) -> str:
         """A token for ``principal`` (the admin only; an existing principal's old

@@ -410,6 +410,16 @@ class MaintenanceHook:
     def started(self) -> Any | None:
         return self._actor
 
+    def restart(self) -> None:
+        """Stop a running maintenance actor; the next publish starts a fresh one
+        (after authorization was turned on: it needs its principal's token)."""
+        with self._lock:
+            actor, self._actor = self._actor, None
+        if actor is not None:
+            import ray
+
+            ray.kill(actor, no_restart=True)
+
     def published(self, table_id: str, version: int) -> None:
         """Tell the maintenance actor; never waits for it, never raises."""
         if not self.enabled:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import raydelta
+from raydelta.actors.catalog.maintenance import MAINTENANCE_PRINCIPAL
 from raydelta.cli.app import main
 from raydelta.cli.catalog import wanted_authorization
 from tests.uc_api.conftest import (
@@ -66,10 +67,10 @@ def test_admin_commands(uc_server: UCServerFixture, capsys: Any) -> None:
         == made["table_id"]
     )
     token = cli(capsys, uc_server, "principals", "create", "ana")["token"]
-    assert [p["name"] for p in cli(capsys, uc_server, "principals", "list")] == [
-        "ana",
-        "catalog-admin",
-    ]
+    # the catalog's own maintenance principal is listed like any other
+    assert [p["name"] for p in cli(capsys, uc_server, "principals", "list")] == sorted(
+        ["ana", "catalog-admin", MAINTENANCE_PRINCIPAL]
+    )
     # grants in raydelta's names or Unity Catalog's; ana sees nothing before USE_CATALOG
     cli(
         capsys, uc_server, "grants", "grant", "table", "main.sales.orders", "ana", "SELECT", "write"

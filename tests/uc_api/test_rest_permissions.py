@@ -22,6 +22,7 @@ from unitycatalog.client import (
 )
 from unitycatalog.client.exceptions import ApiException
 
+from raydelta.actors.catalog.maintenance import MAINTENANCE_PRINCIPAL
 from tests.uc_api.conftest import UCServerFixture, create_uc_table, sdk_client
 
 ADMIN = "/api/raydelta/v1"
@@ -145,7 +146,11 @@ def test_permissions_over_plain_http(uc_server: UCServerFixture) -> None:
         ]
     }
     status, owner = admin_request(uc_server, "GET", "/permissions/metastore/x", token=admin)
-    assert owner["privilege_assignments"] == [{"principal": "catalog-admin", "privileges": ["own"]}]
+    # the metastore: its owner, and the catalog's maintenance principal (READ and WRITE)
+    assert owner["privilege_assignments"] == [
+        {"principal": "catalog-admin", "privileges": ["own"]},
+        {"principal": MAINTENANCE_PRINCIPAL, "privileges": ["read", "write"]},
+    ]
     remove = {"changes": [{"principal": "bo", "remove": ["MANAGE", "modify"]}]}
     assert uc_server.request("PATCH", path, remove, token=admin)[1] == {
         "privilege_assignments": [{"principal": "bo", "privileges": ["SELECT"]}]
@@ -181,7 +186,8 @@ def test_principals_over_the_admin_api(uc_server: UCServerFixture) -> None:
     status, error = admin_request(uc_server, "POST", "/principals", {"name": "cy"}, token=admin)
     assert (status, error["error_code"]) == (409, "ALREADY_EXISTS")
     status, listed = admin_request(uc_server, "GET", "/principals", token=admin)
-    assert listed == {"principals": [{"name": "catalog-admin"}, {"name": "cy"}]}
+    names = sorted(["catalog-admin", "cy", MAINTENANCE_PRINCIPAL])
+    assert listed == {"principals": [{"name": name} for name in names]}
     # only the admin administers principals
     assert admin_request(uc_server, "GET", "/principals", token=made["token"])[0] == 403
     status, rotated = admin_request(uc_server, "POST", "/principals/cy/token", token=admin)
