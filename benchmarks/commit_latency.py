@@ -68,7 +68,7 @@ def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
     import ray
     from fsspec.implementations.local import LocalFileSystem
 
-    from raydelta.actors.table.client import TableClient
+    from raydelta.actors.table.client import TableClient, release_table
     from raydelta.protocol.actions import AddFile
     from raydelta.protocol.file_names import commit_name
     from raydelta.storage.backends.local import LocalLogStore
@@ -121,7 +121,7 @@ def ours_run(root: str, commits: int, transport: str = "ray") -> dict[str, Any]:
             for kind, seconds in floor_times.items():
                 floor_s[kind].append(seconds)
     finally:
-        ray.kill(table.actor)
+        release_table(table.uri)  # its host deactivates it: memory back, log intact
         ray.shutdown()
     return {
         "commit": latency_stats(commit_s),

@@ -56,7 +56,7 @@ def ours_setup() -> None:
 def ours_run(uri: str, repeat: int, expected_version: int, expected_files: int) -> dict[str, Any]:
     import ray
 
-    from raydelta.actors.table.client import TableClient
+    from raydelta.actors.table.client import TableClient, release_table
 
     ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE, log_to_driver=False)
     table = TableClient.open(uri)
@@ -93,7 +93,7 @@ def ours_run(uri: str, repeat: int, expected_version: int, expected_files: int) 
         if snapshot.num_files != expected_files + repeat:
             raise RuntimeError(f"{snapshot.num_files} files, expected {expected_files + repeat}")
     finally:
-        ray.kill(table.actor)
+        release_table(table.uri)  # its host deactivates it: memory back, log intact
         ray.shutdown()
     return {
         "refresh": latency_stats(refresh_s),
