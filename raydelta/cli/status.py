@@ -62,11 +62,7 @@ def host_statuses(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]
 
     from raydelta.actors.cluster import NAMESPACE
 
-    names = sorted(
-        entry["name"]
-        for entry in ray.util.list_named_actors(all_namespaces=True)
-        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(HOST_PREFIX)
-    )
+    names = _named_actors(HOST_PREFIX)
     pending: list[tuple[str, Any]] = []
     statuses: list[dict[str, Any]] = []
     for name in names:
@@ -93,33 +89,51 @@ def table_statuses(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda entry: str(entry["table"]))
 
 
-def catalog_overlaps(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
-    """The location report of every running ``Catalog`` actor (module docstring),
-    each entry with its ``catalog``; a catalog that does not answer gives
-    ``{"catalog": ..., "table": "-", "error": ...}``."""
+def _named_actors(prefix: str) -> list[str]:
+    """The names of raydelta's running actors that start with ``prefix``, sorted."""
     import ray
 
     from raydelta.actors.cluster import NAMESPACE
 
-    names = sorted(
+    return sorted(
         entry["name"]
         for entry in ray.util.list_named_actors(all_namespaces=True)
-        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(CATALOG_PREFIX)
+        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(prefix)
     )
-    found: list[dict[str, Any]] = []
-    for name in names:
+
+
+def _ask_catalogs(method: str, timeout_s: float) -> list[tuple[str, Any]]:
+    """``(catalog, answer)`` of ``method()`` on every running ``Catalog`` actor; an
+    answer is ``{"catalog": ..., "table": "-", "error": ...}`` for one that does not
+    answer (a dead or hung catalog: said, then the others are asked)."""
+    import ray
+
+    from raydelta.actors.cluster import NAMESPACE
+
+    answers: list[tuple[str, Any]] = []
+    for name in _named_actors(CATALOG_PREFIX):
         catalog = name[len(CATALOG_PREFIX) :]
         try:
-            ref: Any = ray.get_actor(name, namespace=NAMESPACE).location_report.remote()
-            report = ray.get(ref, timeout=timeout_s)
+            ref: Any = getattr(ray.get_actor(name, namespace=NAMESPACE), method).remote()
+            answers.append((catalog, ray.get(ref, timeout=timeout_s)))
         except ValueError:  # stopped since it was listed
             continue
-        except Exception as exc:  # a dead or hung catalog: say so, go on
-            found.append(
-                {"catalog": catalog, "table": "-", "error": f"{type(exc).__name__}: {exc}"}
-            )
-            continue
-        found.extend({"catalog": catalog, **entry} for entry in report)
+        except Exception as exc:
+            error = {"catalog": catalog, "table": "-", "error": f"{type(exc).__name__}: {exc}"}
+            answers.append((catalog, error))
+    return answers
+
+
+def catalog_overlaps(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str, Any]]:
+    """The location report of every running ``Catalog`` actor (module docstring),
+    each entry with its ``catalog``; a catalog that does not answer gives
+    ``{"catalog": ..., "table": "-", "error": ...}``."""
+    found: list[dict[str, Any]] = []
+    for catalog, report in _ask_catalogs("location_report", timeout_s):
+        if isinstance(report, dict):  # its error
+            found.append(report)
+        else:
+            found.extend({"catalog": catalog, **entry} for entry in report)
     return found
 
 
@@ -127,27 +141,10 @@ def catalog_maintenance(*, timeout_s: float = STATUS_TIMEOUT_S) -> list[dict[str
     """Per running ``Catalog`` and managed table: what its automatic maintenance
     ran and runs (module docstring); a catalog that does not answer gives
     ``{"catalog": ..., "table": "-", "error": ...}``."""
-    import ray
-
-    from raydelta.actors.cluster import NAMESPACE
-
-    names = sorted(
-        entry["name"]
-        for entry in ray.util.list_named_actors(all_namespaces=True)
-        if entry.get("namespace") == NAMESPACE and entry["name"].startswith(CATALOG_PREFIX)
-    )
     found: list[dict[str, Any]] = []
-    for name in names:
-        catalog = name[len(CATALOG_PREFIX) :]
-        try:
-            ref: Any = ray.get_actor(name, namespace=NAMESPACE).maintenance_status.remote()
-            tables = ray.get(ref, timeout=timeout_s)
-        except ValueError:  # stopped since it was listed
-            continue
-        except Exception as exc:  # a dead or hung catalog: say so, go on
-            found.append(
-                {"catalog": catalog, "table": "-", "error": f"{type(exc).__name__}: {exc}"}
-            )
+    for catalog, tables in _ask_catalogs("maintenance_status", timeout_s):
+        if isinstance(tables, dict):  # its error
+            found.append(tables)
             continue
         for table in tables:
             maintenance = {k: v for k, v in table.items() if k != "table"}
